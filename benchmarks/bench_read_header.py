@@ -1,0 +1,150 @@
+"""Time `read_header` against the reference and bare `json.loads`, interleaved, in one run.
+
+    python benchmarks/bench_read_header.py [--sizes 10,1000,100000] [--repeat 15]
+
+For each header size it writes a file of that many tensors (names, dtypes and shapes like a
+transformer checkpoint's, each tensor a few bytes so the file is mostly header), then times,
+round-robin so that drift hits every candidate alike:
+
+* ``read_header``: ``read_header(path)``, then every tensor's ``dtype``, ``shape`` and
+  ``start`` touched;
+* ``reference``: ``safetensors.safe_open(path, "np")``, ``metadata()``, and
+  ``get_slice(k).get_dtype()`` / ``.get_shape()`` for every key (the same information);
+* ``json.loads``: bare ``json.loads`` of the header bytes, already in memory (no
+  validation at all; the floor of any pure-Python reader built on it).
+
+It prints the median time of each, the ratios, and the peak memory each allocates through
+Python's allocator (tracemalloc, measured in a separate pass so it does not slow the timings;
+the reference's Rust-side allocations are not seen by tracemalloc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from safetensors_header import read_header
+
+DTYPES = ("BF16", "F32", "F16", "I64", "U8")
+
+
+def write_checkpoint(path: Path, count: int) -> int:
+    """Write a file of `count` small tensors named like a transformer's; return N."""
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    sizes = {"BF16": 2, "F32": 4, "F16": 2, "I64": 8, "U8": 1}
+    for i in range(count):
+        dtype = DTYPES[i % len(DTYPES)]
+        shape = [2, 3] if i % 3 else [4]
+        nbytes = sizes[dtype] * (6 if i % 3 else 4)
+        name = f"model.layers.{i // 8}.{('self_attn', 'mlp')[i % 2]}.proj_{i % 8}.weight"
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
+    return len(text)
+
+
+def ours(path: Path) -> Callable[[], object]:
+    def run() -> object:
+        header = read_header(path)
+        for info in header.tensors.values():
+            info.dtype, info.shape, info.start  # noqa: B018
+        return header
+
+    return run
+
+
+def reference(path: Path) -> Callable[[], object]:
+    from safetensors import safe_open
+
+    def run() -> object:
+        with safe_open(str(path), "np") as file:
+            metadata = file.metadata()
+            for key in file.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                tensor = file.get_slice(key)
+                tensor.get_dtype(), tensor.get_shape()
+        return metadata
+
+    return run
+
+
+def bare_json(path: Path) -> Callable[[], object]:
+    raw = path.read_bytes()
+    size = struct.unpack("<Q", raw[:8])[0]
+    body = raw[8 : 8 + size]
+    return lambda: json.loads(body)
+
+
+def measure(candidates: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for name, run in candidates.items():  # warm up: imports, caches, page cache
+        run()
+    for _ in range(repeat):
+        for name, run in candidates.items():
+            gc.collect()
+            start = time.perf_counter()
+            result = run()
+            del result  # freeing the result is part of the cost
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def peak_memory(run: Callable[[], object]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    result = run()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    del result
+    return peak
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,100000")
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    try:
+        reference(Path("."))
+    except ImportError:
+        print("the safetensors package is not installed: pip install safetensors", file=sys.stderr)
+        return 1
+    print(f"Python {sys.version.split()[0]}, median of {args.repeat} interleaved runs")
+    print(
+        f"{'tensors':>9} {'N (bytes)':>11} {'read_header':>12} {'reference':>11} "
+        f"{'json.loads':>11} {'vs ref':>7} {'vs json':>8} {'peak MiB (ours/ref/json)':>26}"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        for count in map(int, args.sizes.split(",")):
+            path = Path(folder) / f"{count}.safetensors"
+            size = write_checkpoint(path, count)
+            candidates = {
+                "ours": ours(path),
+                "reference": reference(path),
+                "json": bare_json(path),
+            }
+            medians = measure(candidates, args.repeat)
+            peaks = {name: peak_memory(run) / 2**20 for name, run in candidates.items()}
+            ms = {name: value * 1e3 for name, value in medians.items()}
+            print(
+                f"{count:>9,} {size:>11,} {ms['ours']:>10.3f}ms {ms['reference']:>9.3f}ms "
+                f"{ms['json']:>9.3f}ms {ms['ours'] / ms['reference']:>6.2f}x "
+                f"{ms['ours'] / ms['json']:>7.2f}x "
+                f"{peaks['ours']:>10.1f} /{peaks['reference']:>6.1f} /{peaks['json']:>6.1f}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""A pure-Python, zero-dependency, reference-exact parser for safetensors headers.
+
+    >>> from safetensors_header import read_header
+    >>> header = read_header("model.safetensors")  # doctest: +SKIP
+    >>> for t in header.tensors.values():  # doctest: +SKIP
+    ...     print(t.name, t.dtype, t.shape, t.start, t.end)
+
+Every verdict (accept, or reject with an error kind) is the reference implementation's, the
+Rust core of the ``safetensors`` package. `HeaderError` is the only exception raised for bad
+input.
+"""
+
+from ._dtypes import DTYPE_BITS
+from ._errors import KINDS, HeaderError
+from ._header import Header, TensorInfo
+from ._parser import MAX_HEADER_SIZE, parse_header
+from ._sources import read_header
+
+__all__ = [
+    "DTYPE_BITS",
+    "KINDS",
+    "MAX_HEADER_SIZE",
+    "Header",
+    "HeaderError",
+    "TensorInfo",
+    "__version__",
+    "parse_header",
+    "read_header",
+]
+
+__version__ = "0.1.0.dev0"

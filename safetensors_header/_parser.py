@@ -1,0 +1,674 @@
+"""The sans-IO core: bytes in, a validated `Header` out.
+
+Every rule is the reference's (the Rust core of the ``safetensors`` package, ``read_metadata``
+and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
+verdict and the error kind on any input are the reference's. The rules, case by case, are in
+the project's format-rules.md.
+
+Two JSON paths give the same result:
+
+* the fast path runs the C-implemented ``json.loads`` and then checks, with C-level passes
+  over whole columns (``map``, ``set``, list comparison), that nothing ``json.loads`` is more
+  lenient about than serde_json could have happened: no duplicate keys were dropped, no lone
+  surrogate, no ``-0``, no nesting, no float or constant where an integer must be. It gives up
+  (returns ``None``) whenever it cannot be sure;
+* the exact path keeps every key/value pair and number token and applies serde_json's and
+  serde's rules one by one. It decides every file the fast path gives up on, and writes the
+  error messages.
+
+No I/O happens here; `_sources.py` feeds this module bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import chain, repeat
+from operator import itemgetter, le, mul, sub
+from types import MappingProxyType
+from typing import Any, Final, NoReturn
+
+from ._dtypes import DTYPE_BITS
+from ._errors import HeaderError
+from ._header import HEADER_LENGTH_SIZE, Header, TensorInfo
+
+__all__ = ["MAX_HEADER_SIZE", "parse_header"]
+
+MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE (10^8 bytes, inclusive)
+
+_U64_MAX: Final = 2**64 - 1  # offsets, dims and sizes are u64 (usize) in the reference
+_I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats
+_MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
+_F64_MAX_DIGITS: Final = 309  # f64::MAX has 309 digits; an integer with more overflows f64
+# The fast size check multiplies whole shapes at once; a shape with more dims than this goes
+# to the exact walk, which stops at the first overflowing product (no huge intermediates).
+_FAST_MAX_RANK: Final = 32
+_TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")
+_METADATA_KEY: Final = "__metadata__"
+
+_DTYPE_NAMES: Final = frozenset(DTYPE_BITS)
+_bits_of = DTYPE_BITS.__getitem__
+_SUB_BYTE_DTYPES: Final = frozenset(name for name, bits in DTYPE_BITS.items() if bits % 8)
+_bytes_of = {name: bits // 8 for name, bits in DTYPE_BITS.items()}.__getitem__
+
+# \u escapes json.loads would read differently from serde_json, or that would defeat the
+# fast path's counting: of printable ASCII (could spell a key such as "dtype", or a ':' or
+# '-' it counts) and of surrogates (Python accepts lone ones).
+_RISKY_ESCAPE: Final = re.compile(r"\\u(?:00[2-7]|[dD][89a-fA-F])")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+# Columns: names, dtypes, shapes, begins, ends, metadata; one row per tensor after "last wins".
+_Shape = tuple[int, ...]
+_Columns = tuple[list[str], list[str], list[_Shape], list[int], list[int], dict[str, str] | None]
+_Entry = tuple[str, list[int], int, int]  # dtype, shape, begin, end
+
+_new = object.__new__
+# TensorInfo's slot setters: the parser fills instances column by column at C speed; the
+# dataclass __init__ (one Python call per tensor) is for users and costs twice as much.
+_TENSOR_SLOTS: Final = tuple(
+    TensorInfo.__dict__[field].__set__
+    for field in ("name", "dtype", "shape", "start", "end", "data_start")
+)
+
+
+def parse_header(
+    prefix: bytes | bytearray | memoryview,
+    /,
+    *,
+    file_size: int | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+) -> Header:
+    """Parse and validate a safetensors header from bytes that start at file offset 0.
+
+    Args:
+        prefix: Any bytes-like object (``bytes``, ``bytearray``, ``memoryview``, ``mmap``)
+            holding at least the first ``8 + N`` bytes of the file: the whole file, a partial
+            download, a memory map. Bytes past the header are not read.
+        file_size: The size of the whole file. When given, the rule that the tensors cover the
+            data buffer exactly is checked (``MetadataIncompleteBuffer``); when ``None`` it is
+            skipped, ``Header.file_size`` is ``None``, and ``prefix`` is judged as if it were
+            the whole file for the length checks.
+        max_header_size: The largest N accepted (``HeaderTooLarge`` above it). The default is
+            the reference's limit; raise it for huge headers, lower it for untrusted input.
+
+    Returns:
+        The validated `Header`.
+
+    Raises:
+        HeaderError: The bytes are not a valid safetensors header; ``kind`` names the
+            reference's error for the same bytes. When ``prefix`` ends before the header does,
+            ``needed`` says how many bytes to pass instead (kind ``PrefixTooShort`` if
+            ``file_size`` shows the file is long enough). Any other exception is a bug.
+    """
+    with memoryview(prefix) as raw, raw.cast("B") as view:
+        header_size, text = _split(view, file_size, max_header_size)
+    with _gc_paused():
+        columns = _fast_columns(text)
+        if columns is None:
+            columns = _layout(_exact_columns(text))
+        return _build(columns, header_size, file_size)
+
+
+def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
+    """Checks 1-4 of the reference: the length prefix, its limit, the file size, UTF-8."""
+    have = len(view)
+    size = have if file_size is None else file_size
+    if size < HEADER_LENGTH_SIZE:
+        _fail(
+            "HeaderTooSmall",
+            f"expected at least 8 bytes (the header length), found a file of {size} bytes",
+            needed=HEADER_LENGTH_SIZE if file_size is None else None,
+        )
+    if have < HEADER_LENGTH_SIZE:
+        _fail(
+            "PrefixTooShort",
+            f"need the first 8 bytes of the file to read the header length, got {have}",
+            needed=HEADER_LENGTH_SIZE,
+        )
+    header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
+    if header_size > limit:
+        _fail(
+            "HeaderTooLarge",
+            f"the header length is {header_size:,} bytes, above the limit of {limit:,} "
+            f"(max_header_size){_looks_like(view)}",
+        )
+    stop = HEADER_LENGTH_SIZE + header_size
+    if stop > size:
+        _fail(
+            "InvalidHeaderLength",
+            f"the header length is {header_size:,} bytes, so the header ends at byte "
+            f"{stop:,}, but the file is {size:,} bytes",
+            needed=stop if file_size is None else None,
+        )
+    if stop > have:
+        _fail(
+            "PrefixTooShort",
+            f"the header ends at byte {stop:,} but only {have:,} bytes were given",
+            needed=stop,
+        )
+    try:
+        text = str(view[HEADER_LENGTH_SIZE:stop], "utf-8")
+    except UnicodeDecodeError as error:
+        _fail(
+            "InvalidHeader",
+            f"the header is not valid UTF-8: {error.reason} at byte {error.start:,} of the "
+            f"header (file offset {HEADER_LENGTH_SIZE + error.start:,})",
+            offset=HEADER_LENGTH_SIZE + error.start,
+        )
+    return header_size, text
+
+
+def _looks_like(view: memoryview) -> str:
+    """A hint for a huge length prefix: the file's first bytes, which usually tell what it is."""
+    head = bytes(view[:HEADER_LENGTH_SIZE])
+    return f"; the file starts with {head!r}, which is not a safetensors length"
+
+
+# --- the fast path ------------------------------------------------------------------------
+
+
+def _fast_columns(text: str) -> _Columns | None:
+    """Read a header with ``json.loads`` when that is provably what serde_json reads.
+
+    Returns the columns in offset order, every rule but the file-size one checked, or
+    ``None`` (the exact path decides) on any doubt: a JSON error, a form or type the fast
+    checks do not cover, a layout fault, or a sign that json.loads merged or normalised
+    something serde_json would not have.
+    """
+    # memchr-speed screens first; the regex only runs when a backslash is there at all.
+    if "\\" in text and _RISKY_ESCAPE.search(text):
+        return None
+    try:
+        top = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if type(top) is not dict:
+        return None
+    metadata: dict[str, str] | None = None
+    kept_keys = len(top)
+    kept_strings = ["".join(top)]
+    if _METADATA_KEY in top:
+        value = top.pop(_METADATA_KEY)
+        if value is not None:
+            if type(value) is not dict or not _all_of_type(value.values(), str):
+                return None
+            metadata = value
+            kept_keys += len(value)
+            kept_strings += (*value, *value.values())
+    names = list(top)
+    entries = list(top.values())
+    kept_keys += 3 * len(entries)
+    # Each key in the text has exactly one ':' after it; every other ':' is inside a string.
+    # If the text holds exactly as many ':' as the keys and strings we kept, json.loads'
+    # "last wins" dropped nothing: no duplicate key anywhere, at any level. Likewise a '-'
+    # outside the kept strings is a negative number somewhere (or "-0", which json.loads
+    # reads as the integer 0 and serde_json as a float).
+    kept = "".join(kept_strings)
+    if text.count(":") != kept_keys + kept.count(":"):
+        return None
+    if "-" in text and text.count("-") != kept.count("-"):
+        return None
+    if not entries:
+        return [], [], [], [], [], metadata
+    try:
+        # Only objects of exactly dtype, shape and data_offsets get through: a list entry
+        # (array form) raises TypeError, a missing field KeyError, a map-form dtype
+        # TypeError (unhashable), offsets that are not a pair a length mismatch.
+        if set(map(len, entries)) != {3}:
+            return None
+        dtypes = list(map(_get_dtype, entries))
+        shapes = list(map(_get_shape, entries))
+        offsets = list(map(_get_offsets, entries))
+        if not _DTYPE_NAMES.issuperset(dtypes) or set(map(len, offsets)) != {2}:
+            return None
+        begins = list(map(_first, offsets))
+        ends = list(map(_second, offsets))
+    except (TypeError, KeyError):
+        return None
+    # JSON integers only: no bool, float or null. No negative number is in the text (above);
+    # offsets too large are caught by the layout check (last end bounded).
+    if not (
+        _all_of_type(shapes, list)
+        and _all_of_type(chain.from_iterable(shapes), int)
+        and _all_of_type(begins, int)
+        and _all_of_type(ends, int)
+    ):
+        return None
+    columns = _by_offsets((names, dtypes, _interned(shapes), begins, ends, metadata))
+    return columns if _layout_holds(columns) else None
+
+
+_get_dtype = itemgetter("dtype")
+_get_shape = itemgetter("shape")
+_get_offsets = itemgetter("data_offsets")
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+def _interned(shapes: Iterable[Iterable[int]]) -> list[tuple[int, ...]]:
+    """Shapes as tuples, one object per distinct shape (a checkpoint has few)."""
+    tuples = list(map(tuple, shapes))
+    distinct: dict[tuple[int, ...], tuple[int, ...]] = {}
+    return list(map(distinct.setdefault, tuples, tuples))
+
+
+def _all_of_type(values: Iterable[object], kind: type) -> bool:
+    return set(map(type, values)) <= {kind}
+
+
+# --- the exact path -----------------------------------------------------------------------
+
+
+class _Reject(Exception):
+    """A lexical rule of serde_json, raised from inside json's scanner hooks."""
+
+
+class _Object(list[tuple[str, Any]]):
+    """A JSON object as all of its key/value pairs, in order, duplicates kept."""
+
+
+def _parse_int(token: str) -> int | float:
+    # serde_json: "-0" is a float; integers outside i64/u64 are floats; beyond f64, an error.
+    if token == "-0":
+        return -0.0
+    if len(token) - token.startswith("-") > _F64_MAX_DIGITS:
+        raise _Reject(f"the number {token[:20]}... ({len(token):,} characters) is out of range")
+    value = int(token)
+    if _I64_MIN <= value <= _U64_MAX:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        raise _Reject(f"the number {token[:20]}... is out of range") from None
+
+
+def _parse_float(token: str) -> float:
+    value = float(token)
+    if math.isinf(value):
+        raise _Reject(f"the number {token[:40]} is out of range")
+    return value
+
+
+def _parse_constant(token: str) -> NoReturn:
+    raise _Reject(f"{token} is not valid JSON")
+
+
+_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_Object,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    parse_constant=_parse_constant,
+)
+
+
+def _exact_columns(text: str) -> _Columns:
+    """serde_json's and serde's reading of the header, rule by rule (format-rules.md 3)."""
+    try:
+        top = _DECODER.decode(text)
+    except _Reject as error:
+        _bad_json(str(error))
+    except json.JSONDecodeError as error:
+        offset = HEADER_LENGTH_SIZE + len(text[: error.pos].encode())
+        _bad_json(
+            f"{error.msg} at line {error.lineno} column {error.colno} (file offset {offset:,})",
+            offset=offset,
+        )
+    except RecursionError:
+        _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
+    _check_tree(top, strings="\\u" in text)
+    if type(top) is not _Object:
+        _bad_json(f"expected a JSON object at the top level, found {_describe(top)}")
+    metadata: dict[str, str] | None = None
+    seen_metadata = False
+    tensors: dict[str, _Entry] = {}
+    for key, value in top:
+        if key == _METADATA_KEY:
+            if seen_metadata:
+                _bad_json('duplicate key "__metadata__"')
+            seen_metadata = True
+            metadata = _metadata(value)
+        else:
+            # A repeated tensor name: the last one wins, but every copy must be well-formed.
+            tensors[key] = _tensor_entry(key, value)
+    names = list(tensors)
+    if not names:
+        return [], [], [], [], [], metadata
+    dtypes, shapes, begins, ends = map(list, zip(*tensors.values(), strict=True))
+    return names, dtypes, _interned(shapes), begins, ends, metadata
+
+
+def _check_tree(top: object, *, strings: bool) -> None:
+    """serde_json's nesting limit, and no lone surrogate in any string (keys included)."""
+    stack: list[tuple[object, int]] = [(top, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) is _Object:
+            values: Iterable[object] = (value for _, value in node)
+            if strings:
+                for key, _ in node:
+                    _check_string(key)
+        elif type(node) is list:
+            values = node
+        else:
+            if strings and type(node) is str:
+                _check_string(node)
+            continue
+        if depth > _MAX_DEPTH:
+            _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
+        stack.extend(zip(values, repeat(depth + 1), strict=False))
+
+
+def _check_string(value: str) -> None:
+    if _SURROGATE.search(value):
+        _bad_json(f"lone surrogate escape in the string {value[:40]!r}")
+
+
+def _metadata(value: object) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if type(value) is not _Object:
+        _bad_json(f'"__metadata__" must be an object or null, found {_describe(value)}')
+    for key, item in value:
+        if type(item) is not str:
+            _bad_json(f'"__metadata__" values must be strings; {key!r} is {_describe(item)}')
+    return dict(value)
+
+
+def _tensor_entry(name: str, value: object) -> _Entry:
+    if type(value) is _Object:
+        fields: dict[str, object] = {}
+        for key, item in value:
+            if key in _TENSOR_FIELDS:
+                if key in fields:
+                    _bad_json(f"tensor {name!r}: duplicate field {key!r}", tensor=name)
+                fields[key] = item
+            # Unknown fields are ignored, as serde does.
+        for key in _TENSOR_FIELDS:
+            if key not in fields:
+                _bad_json(f"tensor {name!r}: missing field {key!r}", tensor=name)
+        dtype, shape, offsets = (fields[key] for key in _TENSOR_FIELDS)
+    elif type(value) is list:
+        if len(value) != 3:
+            _bad_json(
+                f"tensor {name!r}: the array form must be [dtype, shape, data_offsets], "
+                f"found {len(value)} elements",
+                tensor=name,
+            )
+        dtype, shape, offsets = value
+    else:
+        _bad_json(
+            f"tensor {name!r}: expected an object with dtype, shape and data_offsets, "
+            f"found {_describe(value)}",
+            tensor=name,
+        )
+    dims = _u64_array(name, "shape", shape)
+    span = _u64_array(name, "data_offsets", offsets)
+    if len(span) != 2:
+        _bad_json(
+            f"tensor {name!r}: data_offsets must be [begin, end], found {len(span)} numbers",
+            tensor=name,
+        )
+    return _dtype(name, dtype), dims, span[0], span[1]
+
+
+def _dtype(name: str, value: object) -> str:
+    if type(value) is _Object and len(value) == 1 and value[0][1] is None:
+        value = value[0][0]  # serde's map form of a unit variant: {"F32": null}
+    if type(value) is not str:
+        _bad_json(f"tensor {name!r}: dtype must be a string, found {_describe(value)}", tensor=name)
+    if value not in _DTYPE_NAMES:
+        _bad_json(
+            f"tensor {name!r}: unknown dtype {value!r}; expected one of {', '.join(DTYPE_BITS)}",
+            tensor=name,
+        )
+    return value
+
+
+def _u64_array(name: str, field: str, value: object) -> list[int]:
+    if type(value) is not list:
+        _bad_json(
+            f"tensor {name!r}: {field} must be an array of integers, found {_describe(value)}",
+            tensor=name,
+        )
+    for item in value:
+        if type(item) is not int or not 0 <= item <= _U64_MAX:
+            _bad_json(
+                f"tensor {name!r}: {field} must hold integers in 0..2^64-1, "
+                f"found {_describe(item)}",
+                tensor=name,
+            )
+    return value
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is int:
+        return f"the integer {value}"
+    if type(value) is float:
+        return "a negative zero" if value == 0 else f"the non-integer number {value!r}"
+    if type(value) is str:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        return f"the string {shown!r}"
+    if type(value) is _Object:
+        return f"an object with {len(value)} keys"
+    return f"an array of {len(value)}"  # type: ignore[arg-type]
+
+
+def _bad_json(message: str, *, tensor: str | None = None, offset: int | None = None) -> NoReturn:
+    _fail("InvalidHeaderDeserialization", message, tensor=tensor, offset=offset)
+
+
+# --- layout: the reference's Metadata::validate and the file-size check --------------------
+
+
+def _layout(columns: _Columns) -> _Columns:
+    """The reference's Metadata::validate on type-checked columns: sort, then walk."""
+    columns = _by_offsets(columns)
+    if not _layout_holds(columns):
+        _walk(*columns[:5])
+    return columns
+
+
+def _by_offsets(columns: _Columns) -> _Columns:
+    """The rows sorted by (begin, end), as the reference sorts; header order kept for ties."""
+    names, dtypes, shapes, begins, ends, metadata = columns
+    if not names or (_chained(begins, ends) and all(map(le, begins, ends))):
+        return columns  # already in order: the usual case, no sort
+    order = sorted(range(len(names)), key=list(zip(begins, ends, strict=True)).__getitem__)
+    return (
+        list(map(names.__getitem__, order)),
+        list(map(dtypes.__getitem__, order)),
+        list(map(shapes.__getitem__, order)),
+        list(map(begins.__getitem__, order)),
+        list(map(ends.__getitem__, order)),
+        metadata,
+    )
+
+
+def _layout_holds(columns: _Columns) -> bool:
+    """Whole-column check that the sorted rows pass the reference's walk (False: walk them)."""
+    _, dtypes, shapes, begins, ends, _ = columns
+    return not begins or (
+        _chained(begins, ends)
+        # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
+        and ends[-1] <= _U64_MAX >> 3
+        # Also rejects any end < begin: no element count makes a negative size.
+        and _sizes_match(dtypes, shapes, begins, ends)
+    )
+
+
+def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header:
+    """The file-size check, then the Header (columns are valid and in offset order)."""
+    names, dtypes, shapes, begins, ends, metadata = columns
+    data_start = HEADER_LENGTH_SIZE + header_size
+    data_end = ends[-1] if ends else 0
+    if file_size is not None and data_start + data_end != file_size:
+        _fail("MetadataIncompleteBuffer", _coverage_message(data_start, data_end, file_size))
+    infos = list(map(_new, repeat(TensorInfo, len(names))))
+    fields: Sequence[Iterable[object]] = (
+        names,
+        dtypes,
+        shapes,
+        map(data_start.__add__, begins),
+        map(data_start.__add__, ends),
+        repeat(data_start),
+    )
+    for setter, column in zip(_TENSOR_SLOTS, fields, strict=True):
+        deque(map(setter, infos, column), maxlen=0)
+    return Header(
+        tensors=MappingProxyType(dict(zip(names, infos, strict=True))),
+        metadata=None if metadata is None else MappingProxyType(metadata),
+        header_size=header_size,
+        data_size=data_end,
+        file_size=file_size,
+    )
+
+
+def _chained(begins: list[int], ends: list[int]) -> bool:
+    """The first tensor begins at 0 and each next one where the previous one ends."""
+    return begins[0] == 0 and begins[1:] == ends[:-1]
+
+
+def _sizes_match(
+    dtypes: list[str], shapes: list[_Shape], begins: list[int], ends: list[int]
+) -> bool:
+    """Every span is exactly elements x dtype size, no element count overflowing u64.
+
+    The caller has bounded every span below 2^61 bytes, so bit counts cannot overflow.
+    Element counts are computed once per distinct shape.
+    """
+    distinct = dict.fromkeys(shapes)
+    # Bounds the cost of math.prod: the exact walk stops at the first overflowing product.
+    if max(map(len, distinct)) > _FAST_MAX_RANK:
+        return False
+    count_of = dict(zip(distinct, map(math.prod, distinct), strict=True))
+    # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]).
+    if 0 in count_of.values() and any(map(_overflows, distinct)):
+        return False
+    counts = list(map(count_of.__getitem__, shapes))
+    spans = list(map(sub, ends, begins))
+    if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
+        return list(map(mul, counts, map(_bytes_of, dtypes))) == spans
+    return list(map(mul, counts, map(_bits_of, dtypes))) == list(map(mul, spans, repeat(8)))
+
+
+def _overflows(shape: Iterable[int]) -> bool:
+    return any(count > _U64_MAX for count in _running_products(shape))
+
+
+def _running_products(shape: Iterable[int]) -> Iterator[int]:
+    count = 1
+    for dim in shape:
+        count *= dim
+        yield count
+
+
+def _walk(
+    names: list[str],
+    dtypes: list[str],
+    shapes: list[_Shape],
+    begins: list[int],
+    ends: list[int],
+) -> None:
+    """The reference's validation walk over tensors sorted by offsets; the first fault wins."""
+    cursor = 0
+    for name, dtype, shape, begin, end in zip(names, dtypes, shapes, begins, ends, strict=True):
+        if begin != cursor or end < begin:
+            if end < begin:
+                found = f"its end {end:,} is before its begin {begin:,}"
+            elif begin > cursor:
+                found = f"a gap of {begin - cursor:,} bytes before it"
+            else:
+                found = f"it overlaps the previous tensor by {cursor - begin:,} bytes"
+            _fail(
+                "InvalidOffset",
+                f"tensor {name!r}: data_offsets [{begin}, {end}] should begin at {cursor:,}, "
+                f"where the previous tensor ends; found {found}",
+                tensor=name,
+            )
+        cursor = end
+        count = 1
+        for count in _running_products(shape):
+            if count > _U64_MAX:
+                _fail(
+                    "ValidationOverflow",
+                    f"tensor {name!r}: the element count of shape {_dims(shape)} overflows 64 bits",
+                    tensor=name,
+                )
+        bits = count * DTYPE_BITS[dtype]
+        if bits > _U64_MAX:
+            _fail(
+                "ValidationOverflow",
+                f"tensor {name!r}: the size in bits of {dtype} x {_dims(shape)} overflows 64 bits",
+                tensor=name,
+            )
+        if bits % 8:
+            _fail(
+                "MisalignedSlice",
+                f"tensor {name!r}: {dtype} x {_dims(shape)} is {bits:,} bits, "
+                "not a whole number of bytes",
+                tensor=name,
+            )
+        if end - begin != bits // 8:
+            _fail(
+                "TensorInvalidInfo",
+                f"tensor {name!r}: dtype {dtype} and shape {_dims(shape)} need "
+                f"{bits // 8:,} bytes, but data_offsets [{begin}, {end}] span "
+                f"{end - begin:,} bytes",
+                tensor=name,
+            )
+
+
+def _dims(shape: Sequence[int]) -> str:
+    if len(shape) > 8:
+        return f"[{', '.join(map(str, shape[:8]))}, ... ({len(shape)} dims)]"
+    return f"[{', '.join(map(str, shape))}]"
+
+
+def _coverage_message(data_start: int, data_end: int, file_size: int) -> str:
+    covered = data_start + data_end
+    if covered < file_size:
+        found = f"{file_size - covered:,} bytes after the last tensor"
+    else:
+        found = f"the file ends {covered - file_size:,} bytes short (truncated?)"
+    return (
+        f"the tensors cover the data buffer up to file offset {covered:,}, "
+        f"but the file is {file_size:,} bytes: {found}"
+    )
+
+
+def _fail(
+    kind: str,
+    message: str,
+    *,
+    tensor: str | None = None,
+    offset: int | None = None,
+    needed: int | None = None,
+) -> NoReturn:
+    raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while parsing.
+
+    A large header makes hundreds of thousands of acyclic objects, and each collection the
+    allocations trigger walks all of them: pausing halves the time for 100,000 tensors.
+    Nothing made here can form a cycle, so nothing is left for the collector.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -1,0 +1,123 @@
+"""Where header bytes come from: paths, bytes-like objects and binary file objects.
+
+Each source reads only the 8 + N header bytes and hands them to the sans-IO core.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import IO, Protocol, Union
+
+from ._header import HEADER_LENGTH_SIZE, Header
+from ._parser import MAX_HEADER_SIZE, parse_header
+
+__all__ = ["Source", "read_header"]
+
+_CHUNK = 16 * 2**20
+
+
+class _Readable(Protocol):
+    def read(self, size: int = ..., /) -> bytes | None: ...
+
+
+#: What `read_header` accepts: a path, a bytes-like object, or a binary file object.
+Source = Union[
+    str,
+    "os.PathLike[str]",
+    "os.PathLike[bytes]",
+    bytes,
+    bytearray,
+    memoryview,
+    IO[bytes],
+    _Readable,
+]
+
+
+def read_header(source: Source, /, *, max_header_size: int = MAX_HEADER_SIZE) -> Header:
+    """Read and validate the header of a safetensors file.
+
+    Args:
+        source: One of
+            * a local path (``str`` or ``os.PathLike``);
+            * a bytes-like object holding the whole file (``bytes``, ``bytearray``,
+              ``memoryview``, ``mmap``): bytes are always contents, never a path;
+            * a binary file object (anything with ``read``; ``seek``/``tell`` when it has
+              them). The header is read from offset 0 when the object is seekable, else
+              from its current position; the file size comes from seeking to the end. A
+              stream that cannot seek has no known size: the rule that the tensors cover
+              the rest of the file is then skipped and ``Header.file_size`` is ``None``.
+        max_header_size: The largest header length N accepted; see `parse_header`.
+
+    Only the first ``8 + N`` bytes are read, never the data buffer; the file size (from the
+    file system or by seeking) is used to check that the tensors cover the data exactly.
+
+    Raises:
+        HeaderError: The file is not a valid safetensors file; ``kind`` is the reference's
+            error for the same bytes. Any other exception from bad file contents is a bug.
+        OSError: The file could not be opened or read.
+        TypeError: ``source`` is none of the above.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        # Unbuffered, so that exactly 8 + N bytes are read from the file.
+        with open(source, "rb", buffering=0) as file:
+            return _read_stream(file, os.fstat(file.fileno()).st_size, max_header_size)
+    if hasattr(source, "read"):
+        return _read_stream(source, _seek_size(source), max_header_size)
+    try:
+        view = memoryview(source)
+    except TypeError:
+        raise TypeError(
+            "read_header() expected a path, a bytes-like object or a binary file object, "
+            f"not {type(source).__name__}"
+        ) from None
+    with view:
+        return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
+
+
+def _seek_size(file: object) -> int | None:
+    """The stream's size, leaving it at offset 0; None if it cannot seek."""
+    try:
+        if not file.seekable():  # type: ignore[attr-defined]
+            return None
+        size: int = file.seek(0, io.SEEK_END)  # type: ignore[attr-defined]
+        file.seek(0)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
+        return None
+    return size
+
+
+def _read_stream(file: _Readable, size: int | None, limit: int) -> Header:
+    head = _read_exactly(file, HEADER_LENGTH_SIZE)
+    stop = HEADER_LENGTH_SIZE + int.from_bytes(head, "little")
+    if (
+        len(head) < HEADER_LENGTH_SIZE
+        or stop - HEADER_LENGTH_SIZE > limit
+        or (size is not None and stop > size)
+    ):
+        return parse_header(head, file_size=size, max_header_size=limit)  # raises the error
+    # The length prefix is sound: read exactly the header, never the data buffer.
+    data = head + _read_exactly(file, stop - HEADER_LENGTH_SIZE)
+    if len(data) < stop:
+        size = None  # the stream ended early: judge what was read as the whole file
+    return parse_header(data, file_size=size, max_header_size=limit)
+
+
+def _read_exactly(file: _Readable, count: int) -> bytes:
+    """Up to `count` bytes, fewer only at the end of the stream (raw reads may be short).
+
+    Reads at most `_CHUNK` at a time: a stream of unknown size may be far shorter than a
+    (raised) header limit, and ``read(n)`` may allocate n bytes before it finds out.
+    """
+    chunks: list[bytes] = []
+    while count > 0:
+        chunk = file.read(min(count, _CHUNK))
+        if not chunk:
+            break
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"read_header() needs a binary file object; read() returned {type(chunk).__name__}"
+            )
+        chunks.append(bytes(chunk))
+        count -= len(chunk)
+    return b"".join(chunks)

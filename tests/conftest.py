@@ -1,0 +1,81 @@
+"""Shared helpers: build files byte by byte, and ask the reference for its verdict."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import pytest
+
+# The reference's error Display strings (safetensors/src/tensor.rs) -> its variant names.
+_REFERENCE_MESSAGES = {
+    "header too small": "HeaderTooSmall",
+    "header too large": "HeaderTooLarge",
+    "invalid header length": "InvalidHeaderLength",
+    "invalid UTF-8 in header": "InvalidHeader",
+    "invalid JSON in header": "InvalidHeaderDeserialization",
+    "invalid offset for tensor": "InvalidOffset",
+    "overflow computing buffer size": "ValidationOverflow",
+    "The slice is slicing for subbytes": "MisalignedSlice",
+    "invalid shape, data type, or offset for tensor": "TensorInvalidInfo",
+    "incomplete metadata, file not fully covered": "MetadataIncompleteBuffer",
+}
+
+
+def build(
+    header: str | bytes | dict[str, Any],
+    data: bytes | int = b"",
+    *,
+    n: int | None = None,
+    pad: bool = False,
+) -> bytes:
+    """A file: the 8-byte little-endian length, the header, then the data buffer.
+
+    `header` is JSON text (str or bytes, used as is) or an object to dump compactly.
+    `data` is the data buffer, or its length (filled with zero bytes).
+    `n` overrides the length prefix (for lying prefixes); `pad` pads with spaces to 8.
+    """
+    if isinstance(header, dict):
+        header = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
+    body = header.encode() if isinstance(header, str) else header
+    if pad:
+        body += b" " * (-len(body) % 8)
+    if isinstance(data, int):
+        data = bytes(data)
+    return struct.pack("<Q", len(body) if n is None else n) + body + data
+
+
+def tensor(dtype: str, shape: list[int], begin: int, end: int) -> dict[str, Any]:
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+try:
+    from safetensors import SafetensorError, deserialize
+
+    HAVE_REFERENCE = True
+except ImportError:  # pragma: no cover - CI installs it
+    HAVE_REFERENCE = False
+
+
+def reference_kind(data: bytes) -> str | None:
+    """The reference's verdict on a whole file: None if it accepts, else its variant name."""
+    if not HAVE_REFERENCE:  # pragma: no cover
+        pytest.skip("the safetensors package is not installed")
+    try:
+        deserialize(data)
+    except SafetensorError as error:
+        message = str(error).split(": ", 1)[1]
+        for prefix, kind in _REFERENCE_MESSAGES.items():
+            if message.startswith(prefix):
+                return kind
+        raise AssertionError(f"unknown reference error: {error}") from None
+    return None
+
+
+def reference_header(data: bytes) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    """What the reference reads from an accepted file: name -> (dtype, shape, data)."""
+    out = {}
+    for name, info in deserialize(data):
+        out[name] = (info["dtype"], tuple(info["shape"]), bytes(info["data"]))
+    return out

@@ -1,0 +1,200 @@
+"""The public surface: the values returned, their immutability, the error object."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import subprocess
+import sys
+
+import pytest
+from conftest import build, tensor
+
+import safetensors_header
+from safetensors_header import (
+    DTYPE_BITS,
+    KINDS,
+    MAX_HEADER_SIZE,
+    Header,
+    HeaderError,
+    TensorInfo,
+    parse_header,
+    read_header,
+)
+
+FILE = build(
+    {
+        "__metadata__": {"format": "pt"},
+        "b": tensor("BF16", [2, 3], 0, 12),
+        "a": tensor("F4", [4], 12, 14),
+        "s": tensor("F64", [], 14, 22),
+    },
+    bytes(range(22)),
+)
+
+
+def test_public_names() -> None:
+    assert set(safetensors_header.__all__) == {
+        "DTYPE_BITS",
+        "KINDS",
+        "MAX_HEADER_SIZE",
+        "Header",
+        "HeaderError",
+        "TensorInfo",
+        "__version__",
+        "parse_header",
+        "read_header",
+    }
+    assert MAX_HEADER_SIZE == 100_000_000
+
+
+def test_import_pulls_in_no_optional_dependency() -> None:
+    code = (
+        "import sys, safetensors_header; "
+        "print(sorted(m for m in ('numpy', 'safetensors', 'zarr', 'fsspec', 'hypothesis') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_dtype_table_is_the_references() -> None:
+    assert list(DTYPE_BITS) == [
+        "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+        "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
+        "C64", "F64", "I64", "U64",
+    ]  # fmt: skip
+    assert DTYPE_BITS["F4"] == 4 and DTYPE_BITS["F6_E3M2"] == 6 and DTYPE_BITS["C64"] == 64
+    with pytest.raises(TypeError):
+        DTYPE_BITS["X"] = 1  # type: ignore[index]
+
+
+def test_header_values() -> None:
+    header = read_header(FILE)
+    assert list(header.tensors) == ["b", "a", "s"]  # offset order
+    b, a, s = header.tensors.values()
+    assert header.header_size == len(FILE) - 8 - 22
+    assert header.data_start == 8 + header.header_size
+    assert header.data_size == 22
+    assert header.file_size == len(FILE)
+    assert b == TensorInfo("b", "BF16", (2, 3), header.data_start, header.data_start + 12,
+                           header.data_start)  # fmt: skip
+    assert b.data_offsets == (0, 12) and a.data_offsets == (12, 14)
+    assert (b.nbytes, b.numel) == (12, 6)
+    assert (a.nbytes, a.numel) == (2, 4)  # F4: two values per byte
+    assert (s.shape, s.nbytes, s.numel) == ((), 8, 1)
+    assert FILE[a.start : a.end] == bytes([12, 13])
+
+
+def test_values_are_immutable() -> None:
+    header = read_header(FILE)
+    info = header.tensors["a"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.start = 0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        header.metadata = None  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        header.tensors["x"] = info  # type: ignore[index]
+    with pytest.raises(TypeError):
+        header.metadata["format"] = "np"  # type: ignore[index]
+    assert isinstance(info.shape, tuple)
+
+
+def test_shapes_are_shared_between_tensors() -> None:
+    header = read_header(
+        build({"a": tensor("U8", [2, 2], 0, 4), "b": tensor("U8", [2, 2], 4, 8)}, 8)
+    )
+    assert header.tensors["a"].shape is header.tensors["b"].shape
+
+
+@pytest.mark.parametrize(
+    "metadata", [None, {}, {"a": "b", "c": "d"}], ids=["absent", "empty", "two-keys"]
+)
+def test_metadata_absent_empty_and_present_stay_apart(metadata: dict[str, str] | None) -> None:
+    body: dict[str, object] = {"t": tensor("U8", [1], 0, 1)}
+    if metadata is not None:
+        body["__metadata__"] = metadata
+    header = read_header(build(body, 1))
+    assert header.metadata == metadata
+    assert (header.metadata is None) == (metadata is None)
+
+
+def test_pickle_round_trip() -> None:
+    header = read_header(FILE)
+    again = pickle.loads(pickle.dumps(header))
+    assert again == header
+    assert isinstance(again, Header)
+    assert pickle.loads(pickle.dumps(header.tensors["a"])) == header.tensors["a"]
+
+
+def test_user_built_values() -> None:
+    info = TensorInfo("w", "F32", (2,), 100, 108, 96)
+    assert info.data_offsets == (4, 12)
+    assert dataclasses.replace(info, name="v").name == "v"
+    assert hash(info) == hash(TensorInfo("w", "F32", (2,), 100, 108, 96))
+
+
+def test_header_error_fields_and_pickle() -> None:
+    with pytest.raises(HeaderError) as info:
+        read_header(build({"a": tensor("F32", [2], 0, 4)}, 4))
+    error = info.value
+    assert isinstance(error, ValueError)
+    assert error.kind == "TensorInvalidInfo" and error.kind in KINDS
+    assert error.tensor == "a"
+    assert "need 8 bytes" in str(error) and "span 4 bytes" in str(error)
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.kind, again.tensor, str(again)) == (error.kind, error.tensor, str(error))
+
+
+def test_prefix_protocol_fetch_what_is_needed() -> None:
+    # A caller holding only the first bytes learns how many to fetch, then succeeds.
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE[:4], file_size=len(FILE))
+    assert (info.value.kind, info.value.needed) == ("PrefixTooShort", 8)
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE[:8], file_size=len(FILE))
+    assert info.value.kind == "PrefixTooShort"
+    needed = info.value.needed
+    assert needed == len(FILE) - 22
+    header = parse_header(FILE[:needed], file_size=len(FILE))
+    assert header == read_header(FILE)
+
+
+def test_prefix_without_file_size_is_judged_as_a_whole_file() -> None:
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE[:3])
+    assert (info.value.kind, info.value.needed) == ("HeaderTooSmall", 8)
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE[:20])
+    assert (info.value.kind, info.value.needed) == ("InvalidHeaderLength", len(FILE) - 22)
+    header = parse_header(FILE[: len(FILE) - 22])  # the header alone, no data
+    assert header.file_size is None and header.data_size == 22
+
+
+def test_file_size_judges_the_file_not_the_prefix() -> None:
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE, file_size=5)
+    assert (info.value.kind, info.value.needed) == ("HeaderTooSmall", None)
+    with pytest.raises(HeaderError) as info:
+        parse_header(FILE[:8], file_size=30)
+    assert (info.value.kind, info.value.needed) == ("InvalidHeaderLength", None)
+
+
+@pytest.mark.parametrize("limit", [0, 8, 10**9], ids=["zero", "small", "raised"])
+def test_max_header_size(limit: int) -> None:
+    header_size = len(FILE) - 8 - 22
+    if header_size > limit:
+        with pytest.raises(HeaderError, match="max_header_size") as info:
+            read_header(FILE, max_header_size=limit)
+        assert info.value.kind == "HeaderTooLarge"
+    else:
+        assert read_header(FILE, max_header_size=limit).header_size == header_size
+
+
+def test_header_above_the_reference_limit_with_the_limit_raised() -> None:
+    body = b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    data = build(body + b" " * (MAX_HEADER_SIZE + 8 - len(body)), 1)
+    with pytest.raises(HeaderError) as info:
+        read_header(data)
+    assert info.value.kind == "HeaderTooLarge"
+    assert read_header(data, max_header_size=MAX_HEADER_SIZE + 8).tensors["a"].nbytes == 1

@@ -1,0 +1,199 @@
+"""read_header's sources: paths, bytes-like objects and file objects, and what they read."""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from pathlib import Path
+
+import pytest
+from conftest import build, tensor
+
+from safetensors_header import HeaderError, parse_header, read_header
+
+DATA = Path(__file__).parent / "data"
+GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)
+
+
+class CountingReader(io.RawIOBase):
+    """A raw stream that serves at most `step` bytes per read and counts what it served."""
+
+    def __init__(self, data: bytes, *, step: int = 1 << 30, seekable: bool = True) -> None:
+        self._data = data
+        self._pos = 0
+        self._step = step
+        self._seekable = seekable
+        self.served = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._seekable
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if not self._seekable:
+            raise io.UnsupportedOperation("seek")
+        self._pos = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[
+            whence
+        ] + offset
+        return self._pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        chunk = self._data[self._pos : self._pos + min(len(buffer), self._step)]
+        buffer[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        self.served += len(chunk)
+        return len(chunk)
+
+
+def test_path_str_pathlike_and_bytes_agree(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    headers = [
+        read_header(str(path)),
+        read_header(path),
+        read_header(GOOD),
+        read_header(bytearray(GOOD)),
+        read_header(memoryview(GOOD)),
+        read_header(io.BytesIO(GOOD)),
+        parse_header(GOOD, file_size=len(GOOD)),
+    ]
+    assert all(header == headers[0] for header in headers)
+    assert headers[0].file_size == len(GOOD)
+    assert headers[0].tensors["a"].start == headers[0].data_start
+
+
+def test_bytes_are_contents_never_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    with pytest.raises(HeaderError) as info:
+        read_header(os.fsencode(path))
+    assert info.value.kind == "HeaderTooLarge"
+
+
+def test_mmap_source(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        header = read_header(view)
+        info = header.tensors["a"]
+        assert view[info.start : info.end] == b"abcdefgh"
+    # The memoryview was released: the map could be closed above without BufferError.
+
+
+def test_shipped_file_reads() -> None:
+    header = read_header(DATA / "tiny.safetensors")
+    assert header.metadata == {"format": "np", "source": "safetensors_header tests"}
+    assert len(header.tensors) == 7
+    assert header.data_start + header.data_size == header.file_size
+
+
+@pytest.mark.parametrize("step", [1, 3, 8, 1 << 30], ids=["1-byte", "3-byte", "8-byte", "whole"])
+def test_file_object_reads_exactly_the_header(step: int) -> None:
+    data = build({"a": tensor("U8", [1008], 0, 1008)}, 1008)  # a data buffer never read
+    reader = CountingReader(data, step=step)
+    header = read_header(reader)
+    assert reader.served == header.data_start  # 8 + N bytes, not one more
+    assert header.file_size == len(data)
+
+
+def test_file_object_is_read_from_offset_zero() -> None:
+    stream = io.BytesIO(GOOD)
+    stream.seek(17)
+    assert read_header(stream).tensors["a"].dtype == "F32"
+
+
+def test_unseekable_stream_skips_the_coverage_rule() -> None:
+    reader = CountingReader(GOOD + b"trailing", seekable=False)
+    header = read_header(reader)
+    assert header.file_size is None
+    assert reader.served == header.data_start
+    with pytest.raises(HeaderError) as info:
+        read_header(GOOD + b"trailing")
+    assert info.value.kind == "MetadataIncompleteBuffer"
+
+
+def test_unseekable_stream_that_ends_inside_the_header() -> None:
+    with pytest.raises(HeaderError) as info:
+        read_header(CountingReader(GOOD[:20], seekable=False))
+    assert info.value.kind == "InvalidHeaderLength"
+    with pytest.raises(HeaderError) as info:
+        read_header(CountingReader(GOOD[:5], seekable=False))
+    assert info.value.kind == "HeaderTooSmall"
+
+
+def test_object_without_seekable_method() -> None:
+    class Minimal:
+        def __init__(self) -> None:
+            self._inner = io.BytesIO(GOOD)
+
+        def read(self, size: int = -1) -> bytes:
+            return self._inner.read(size)
+
+    assert read_header(Minimal()).file_size is None
+
+
+def test_stream_that_shrank_after_its_size_was_taken() -> None:
+    class Liar(CountingReader):
+        def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+            position = super().seek(offset, whence)
+            return position + 100 if whence == io.SEEK_END else position
+
+    with pytest.raises(HeaderError) as info:
+        read_header(Liar(GOOD[:30]))
+    assert info.value.kind == "InvalidHeaderLength"
+
+
+def test_huge_prefix_on_an_unseekable_stream_reads_in_bounded_chunks() -> None:
+    # Limit raised far above the stream: read() is never asked for the claimed size at once.
+    asked: list[int] = []
+
+    class Recorder(CountingReader):
+        def read(self, size: int = -1) -> bytes:
+            asked.append(size)
+            return super().read(size)  # type: ignore[no-any-return]
+
+    data = (10**12).to_bytes(8, "little") + b"{}"
+    with pytest.raises(HeaderError) as info:
+        read_header(Recorder(data, seekable=False), max_header_size=10**13)
+    assert info.value.kind == "InvalidHeaderLength"
+    assert max(asked) <= 16 * 2**20
+
+
+def test_text_mode_file_is_a_type_error(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    with path.open(encoding="latin-1") as file, pytest.raises(TypeError, match="binary"):
+        read_header(file)  # type: ignore[arg-type]
+
+
+def test_unsupported_source_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="path, a bytes-like object or a binary file"):
+        read_header(42)  # type: ignore[arg-type]
+
+
+def test_missing_path_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_header(tmp_path / "missing.safetensors")
+
+
+def test_path_errors_match_bytes_errors(tmp_path: Path) -> None:
+    cases = [
+        b"",
+        b"1234567",
+        (10**9).to_bytes(8, "little"),
+        (100).to_bytes(8, "little") + b"{}",
+        GOOD[:-1],
+        GOOD + b"x",
+    ]
+    for index, data in enumerate(cases):
+        path = tmp_path / f"{index}.safetensors"
+        path.write_bytes(data)
+        kinds = []
+        for source in (path, data, io.BytesIO(data)):
+            with pytest.raises(HeaderError) as info:
+                read_header(source)
+            kinds.append(info.value.kind)
+        assert len(set(kinds)) == 1, (data, kinds)
