@@ -44,7 +44,6 @@ MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE (10^8 by
 _U64_MAX: Final = 2**64 - 1  # offsets, dims and sizes are u64 (usize) in the reference
 _I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats
 _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
-_F64_MAX_DIGITS: Final = 309  # f64::MAX has 309 digits; an integer with more overflows f64
 # The fast size check multiplies whole shapes at once; a shape with more dims than this goes
 # to the exact walk, which stops at the first overflowing product (no huge intermediates).
 _FAST_MAX_RANK: Final = 32
@@ -273,25 +272,69 @@ class _Object(list[tuple[str, Any]]):
 
 
 def _parse_int(token: str) -> int | float:
-    # serde_json: "-0" is a float; integers outside i64/u64 are floats; beyond f64, an error.
+    # serde_json: "-0" is a float; integers outside i64/u64 are floats, or out of range.
     if token == "-0":
         return -0.0
-    if len(token) - token.startswith("-") > _F64_MAX_DIGITS:
-        raise _Reject(f"the number {token[:20]}... ({len(token):,} characters) is out of range")
-    value = int(token)
-    if _I64_MIN <= value <= _U64_MAX:
+    # Past 20 digits the value is outside i64/u64 (and int() could meet Python's digit limit).
+    if len(token) <= 20 and _I64_MIN <= (value := int(token)) <= _U64_MAX:
         return value
-    try:
-        return float(value)
-    except OverflowError:
-        raise _Reject(f"the number {token[:20]}... is out of range") from None
+    return _parse_float(token)
 
 
 def _parse_float(token: str) -> float:
-    value = float(token)
-    if math.isinf(value):
-        raise _Reject(f"the number {token[:40]} is out of range")
-    return value
+    if _f64_out_of_range(token):
+        shown = token if len(token) <= 40 else f"{token[:20]}... ({len(token):,} characters)"
+        raise _Reject(f"the number {shown} is out of range")
+    return float(token)
+
+
+_NUMBER: Final = re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
+_I32_MAX: Final = 2**31 - 1
+_POW10: Final = tuple(float(f"1e{exponent}") for exponent in range(309))  # serde_json's POW10
+
+
+def _f64_out_of_range(token: str) -> bool:
+    """Whether serde_json rejects a JSON number as out of range (serde_json's de.rs).
+
+    Without the ``float_roundtrip`` feature (the reference does not enable it), serde_json
+    does not round correctly near f64::MAX: it keeps the leading digits that fit in a u64,
+    counts every digit it drops as a power of ten, and multiplies once by a power of ten.
+    So it rejects some numbers that round to f64::MAX, such as 1.7976931348623158e308.
+    Underflow is never an error.
+    """
+    match = _NUMBER.fullmatch(token)
+    assert match is not None  # json's scanner only hands over valid number tokens
+    whole, fraction, exponent_sign, exponent_digits = match.groups()
+    # Integer digits: kept while the u64 holds them, then each dropped one adds a power of 10.
+    # (Any 19 digits fit; 20 fit up to u64::MAX.)
+    kept = min(len(whole), 20 if int(whole[:20]) <= _U64_MAX else 19)
+    significand = int(whole[:kept])
+    exponent = len(whole) - kept
+    if fraction:
+        if significand == 0:  # leading zeros of the fraction only move the exponent
+            digits = fraction.lstrip("0")
+            exponent -= len(fraction) - len(digits)
+        else:
+            digits = fraction
+        for digit in map(int, digits):  # at most ~20 rounds: then the u64 is full
+            if significand > _U64_MAX // 10 or (
+                significand == _U64_MAX // 10 and digit > _U64_MAX % 10
+            ):
+                break  # serde_json ignores the remaining digits
+            significand = significand * 10 + digit
+            exponent -= 1
+    if exponent_digits is not None:
+        stripped = exponent_digits.lstrip("0")
+        if len(stripped) > 10 or int(stripped or "0") > _I32_MAX:
+            return significand != 0 and exponent_sign != "-"
+        value = int(stripped or "0")
+        exponent += -value if exponent_sign == "-" else value
+        exponent = max(-_I32_MAX - 1, min(_I32_MAX, exponent))  # i32 saturating arithmetic
+    if exponent < 0:
+        return False  # divisions never overflow
+    if exponent < len(_POW10):
+        return math.isinf(float(significand) * _POW10[exponent])
+    return significand != 0
 
 
 def _parse_constant(token: str) -> NoReturn:
@@ -550,8 +593,10 @@ def _sizes_match(
     if max(map(len, distinct)) > _FAST_MAX_RANK:
         return False
     count_of = dict(zip(distinct, map(math.prod, distinct), strict=True))
-    # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]).
-    if 0 in count_of.values() and any(map(_overflows, distinct)):
+    # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]), and
+    # hides a dim beyond u64 (a float to serde_json) after it ([0, 2^70]). Any other
+    # overflowing count cannot match a span below 2^61.
+    if 0 in count_of.values() and any(map(_zero_hides_overflow, distinct)):
         return False
     counts = list(map(count_of.__getitem__, shapes))
     spans = list(map(sub, ends, begins))
@@ -560,8 +605,10 @@ def _sizes_match(
     return list(map(mul, counts, map(_bits_of, dtypes))) == list(map(mul, spans, repeat(8)))
 
 
-def _overflows(shape: Iterable[int]) -> bool:
-    return any(count > _U64_MAX for count in _running_products(shape))
+def _zero_hides_overflow(shape: _Shape) -> bool:
+    return 0 in shape and (
+        max(shape) > _U64_MAX or any(count > _U64_MAX for count in _running_products(shape))
+    )
 
 
 def _running_products(shape: Iterable[int]) -> Iterator[int]:

@@ -64,7 +64,9 @@ def test_dtype_table_is_the_references() -> None:
         "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
         "C64", "F64", "I64", "U64",
     ]  # fmt: skip
-    assert DTYPE_BITS["F4"] == 4 and DTYPE_BITS["F6_E3M2"] == 6 and DTYPE_BITS["C64"] == 64
+    assert DTYPE_BITS["F4"] == 4
+    assert DTYPE_BITS["F6_E3M2"] == 6
+    assert DTYPE_BITS["C64"] == 64
     with pytest.raises(TypeError):
         DTYPE_BITS["X"] = 1  # type: ignore[index]
 
@@ -79,7 +81,8 @@ def test_header_values() -> None:
     assert header.file_size == len(FILE)
     assert b == TensorInfo("b", "BF16", (2, 3), header.data_start, header.data_start + 12,
                            header.data_start)  # fmt: skip
-    assert b.data_offsets == (0, 12) and a.data_offsets == (12, 14)
+    assert b.data_offsets == (0, 12)
+    assert a.data_offsets == (12, 14)
     assert (b.nbytes, b.numel) == (12, 6)
     assert (a.nbytes, a.numel) == (2, 4)  # F4: two values per byte
     assert (s.shape, s.nbytes, s.numel) == ((), 8, 1)
@@ -139,9 +142,11 @@ def test_header_error_fields_and_pickle() -> None:
         read_header(build({"a": tensor("F32", [2], 0, 4)}, 4))
     error = info.value
     assert isinstance(error, ValueError)
-    assert error.kind == "TensorInvalidInfo" and error.kind in KINDS
+    assert error.kind == "TensorInvalidInfo"
+    assert error.kind in KINDS
     assert error.tensor == "a"
-    assert "need 8 bytes" in str(error) and "span 4 bytes" in str(error)
+    assert "need 8 bytes" in str(error)
+    assert "span 4 bytes" in str(error)
     again = pickle.loads(pickle.dumps(error))
     assert (again.kind, again.tensor, str(again)) == (error.kind, error.tensor, str(error))
 
@@ -168,7 +173,8 @@ def test_prefix_without_file_size_is_judged_as_a_whole_file() -> None:
         parse_header(FILE[:20])
     assert (info.value.kind, info.value.needed) == ("InvalidHeaderLength", len(FILE) - 22)
     header = parse_header(FILE[: len(FILE) - 22])  # the header alone, no data
-    assert header.file_size is None and header.data_size == 22
+    assert header.file_size is None
+    assert header.data_size == 22
 
 
 def test_file_size_judges_the_file_not_the_prefix() -> None:

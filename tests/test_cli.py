@@ -84,7 +84,9 @@ def test_names_with_control_characters_stay_on_one_line(tmp_path: Path) -> None:
     assert any(line.startswith("a\\nb\\u0000") for line in result.stdout.splitlines())
 
 
-def test_metadata_with_long_values_is_cut(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_metadata_with_long_values_is_cut(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "long.safetensors"
     path.write_bytes(build({"__metadata__": {"k": "x" * 1000}}))
     assert main(["inspect", str(path)]) == 0
@@ -106,4 +108,5 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
         command, shell=True, capture_output=True, text=True, timeout=60, check=False
     )
     assert result.stdout.count("\n") == 2
-    assert "Error" not in result.stderr and "Traceback" not in result.stderr
+    assert "Error" not in result.stderr
+    assert "Traceback" not in result.stderr

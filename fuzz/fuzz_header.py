@@ -1,0 +1,229 @@
+"""Coverage-guided fuzzing of the header parser, differential against the reference.
+
+    python fuzz/fuzz_header.py [atheris/libFuzzer flags] [CORPUS_DIR ...]
+    python fuzz/fuzz_header.py -atheris_runs=1000000 fuzz/corpus   # a bounded run
+
+Every input is a whole file. For each one the harness checks:
+
+* only `HeaderError` escapes `read_header` / `parse_header` (anything else is a crash);
+* bytes, a file object and `parse_header(data, file_size=len(data))` give the same result,
+  and every 64th input a real path as well;
+* the fast JSON path and the exact one agree (same `Header`, or both step aside);
+* where the `safetensors` package is installed, the verdict (accept, or the error kind) is
+  the reference's. Two non-empty tensors on one byte range make the reference's choice of
+  kind depend on its hash-map order (format-rules.md section 1): the reference is then
+  asked again, and any of its answers is accepted.
+
+Mutations are structure-aware half of the time (see `mutate`): JSON-level edits of the
+header (entry forms, numbers, strings and escapes, nesting, duplicate keys), the length
+prefix and the data size; the other half are libFuzzer's byte mutations.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import atheris
+
+with atheris.instrument_imports():
+    import safetensors_header
+    from safetensors_header import HeaderError, _parser, parse_header, read_header
+
+try:
+    from safetensors import SafetensorError
+    from safetensors import deserialize as reference_deserialize
+except ImportError:  # pragma: no cover - the harness still checks our own invariants
+    reference_deserialize = None
+
+_REFERENCE_MESSAGES = {
+    "header too small": "HeaderTooSmall",
+    "header too large": "HeaderTooLarge",
+    "invalid header length": "InvalidHeaderLength",
+    "invalid UTF-8 in header": "InvalidHeader",
+    "invalid JSON in header": "InvalidHeaderDeserialization",
+    "invalid offset for tensor": "InvalidOffset",
+    "overflow computing buffer size": "ValidationOverflow",
+    "The slice is slicing for subbytes": "MisalignedSlice",
+    "invalid shape, data type, or offset for tensor": "TensorInvalidInfo",
+    "incomplete metadata, file not fully covered": "MetadataIncompleteBuffer",
+}
+_LAYOUT_KINDS = {"InvalidOffset", "ValidationOverflow", "MisalignedSlice", "TensorInvalidInfo"}
+_DTYPES = list(safetensors_header.DTYPE_BITS)
+_SCRATCH = Path(
+    tempfile.mkdtemp(prefix="fuzz-header-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+)
+_inputs = itertools.count(1)
+
+
+def reference_kind(data: bytes) -> str | None:
+    assert reference_deserialize is not None
+    try:
+        reference_deserialize(data)
+    except SafetensorError as error:
+        message = str(error).split(": ", 1)[1]
+        for prefix, kind in _REFERENCE_MESSAGES.items():
+            if message.startswith(prefix):
+                return kind
+        raise AssertionError(f"unknown reference error: {error}") from None
+    return None
+
+
+def verdict(call: Any) -> tuple[str | None, object]:
+    try:
+        return None, call()
+    except HeaderError as error:
+        return error.kind, None
+
+
+def test_one_input(data: bytes) -> None:
+    kind, header = verdict(lambda: read_header(data))
+    for other in (
+        verdict(lambda: read_header(io.BytesIO(data))),
+        verdict(lambda: parse_header(data, file_size=len(data))),
+    ):
+        assert other == (kind, header), (data, kind, other)
+    if next(_inputs) % 64 == 0:
+        path = _SCRATCH / "input.safetensors"
+        path.write_bytes(data)
+        assert verdict(lambda: read_header(path)) == (kind, header)
+    check_paths_agree(data)
+    if reference_deserialize is not None:
+        expected = reference_kind(data)
+        if expected != kind:
+            # Same range twice: the reference's kind may vary from call to call.
+            seen = {expected, *(reference_kind(data) for _ in range(16))}
+            assert kind in seen, (data, kind, seen)
+            assert seen <= _LAYOUT_KINDS | {kind}, (data, kind, seen)
+
+
+def check_paths_agree(data: bytes) -> None:
+    """The fast path, where it answers, says what the exact path says."""
+    if len(data) < 8:
+        return
+    size = int.from_bytes(data[:8], "little")
+    if size > len(data) - 8:
+        return
+    try:
+        text = data[8 : 8 + size].decode()
+    except UnicodeDecodeError:
+        return
+    fast = _parser._fast_columns(text)
+    if fast is None:
+        return
+    try:
+        exact = _parser._layout(_parser._exact_columns(text))
+    except HeaderError as error:  # pragma: no cover - a finding
+        raise AssertionError(f"fast path accepted what the exact path rejects: {error}") from None
+    assert fast == exact, (data, fast, exact)
+
+
+# --- structure-aware mutations --------------------------------------------------------
+
+_TOKENS = [
+    "-0", "0", "1", "-1", "1.0", "1e400", "-1e400", "1e-400", "NaN", "Infinity", "true", "null",
+    "18446744073709551615", "18446744073709551616", "9223372036854775808", "01", "+1", ".5",
+    '"\\ud800"', '"\\udc00"', '"\\ud83d\\ude00"', '"\\u0000"', '"\\u005f_metadata__"', '"a\\x"',
+    "[]", "{}", '{"F32":null}', '["F32",[1],[0,4]]', "[" * 130 + "]" * 130, '"\x01"',
+]  # fmt: skip
+
+
+def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+    rng = random.Random(seed)
+    if rng.random() < 0.5 or len(data) < 8:
+        return atheris.Mutate(data, max_size)
+    size = int.from_bytes(data[:8], "little")
+    body, rest = data[8 : 8 + size], data[8 + size :]
+    choice = rng.randrange(8)
+    if choice == 0:  # the length prefix
+        size = rng.choice(
+            [size - 1, size + 1, 0, 10**8, 10**8 + 1, 2**64 - 1, len(body) + len(rest)]
+        )
+        return (size % 2**64).to_bytes(8, "little") + body + rest
+    if choice == 1:  # the data size
+        rest = (
+            rest[: rng.randrange(len(rest) + 1)]
+            if rest and rng.random() < 0.5
+            else rest + b"\0" * rng.randrange(1, 9)
+        )
+        return data[:8] + body + rest
+    try:
+        top = json.loads(body)
+    except (ValueError, RecursionError):
+        top = None
+    if choice == 2 or not isinstance(top, dict):  # a token spliced into the text
+        text = body.decode("utf-8", "replace")
+        at = rng.randrange(len(text) + 1)
+        cut = rng.randrange(0, 4)
+        text = text[:at] + rng.choice(_TOKENS) + text[at + cut :]
+        return frame(text.encode(), rest)
+    return frame(
+        mutate_object(top, rng).encode("utf-8", "surrogatepass"), rest, pad=rng.random() < 0.5
+    )
+
+
+def mutate_object(top: dict[str, Any], rng: random.Random) -> str:
+    names = [key for key in top if key != "__metadata__"]
+    name = rng.choice(names) if names else "t"
+    entry = top.get(name)
+    action = rng.randrange(10)
+    if action == 0 and isinstance(entry, dict):  # the array form, or the map-form dtype
+        if rng.random() < 0.5:
+            top[name] = [entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")]
+        else:
+            entry["dtype"] = {str(entry.get("dtype")): None}
+    elif action == 1 and isinstance(entry, dict):
+        entry["dtype"] = rng.choice([*_DTYPES, "f32", "F8", ""])
+    elif action == 2 and isinstance(entry, dict):
+        entry["shape"] = [
+            rng.choice([0, 1, 2, 3, 2**32, 2**64 - 1]) for _ in range(rng.randrange(4))
+        ]
+    elif action == 3 and isinstance(entry, dict):
+        begin = rng.choice([0, 1, 4, 8, 2**61, 2**64 - 1])
+        entry["data_offsets"] = [begin, begin + rng.choice([0, 1, 4, 8, -1])]
+    elif action == 4 and isinstance(entry, dict):
+        entry[rng.choice(["extra", "dtype", "shape"])] = rng.choice([1, "x", None, [1], {"a": 1}])
+        del entry[rng.choice(list(entry))]
+    elif action == 5:
+        top["__metadata__"] = rng.choice([None, {}, {"a": "b"}, {"a": 1}, [], "x"])
+    elif action == 6 and names:  # a second tensor on the same or the next range
+        other = rng.choice(names)
+        top[other + rng.choice(["", "2"])] = json.loads(json.dumps(top[other]))
+    elif action == 7 and names:
+        del top[name]
+    text = json.dumps(
+        top, separators=rng.choice([(",", ":"), (", ", ": ")]), ensure_ascii=rng.random() < 0.3
+    )
+    if action == 8 and names:  # a duplicate key, as text
+        key = json.dumps(rng.choice([*names, "__metadata__"]))
+        text = text[:-1] + ("," if len(top) else "") + key + ":" + rng.choice(_TOKENS) + "}"
+    if action == 9:  # whitespace and padding
+        text = (
+            rng.choice([" ", "\t", "\n", "\r", "\x0c", "\ufeff", ""])
+            + text
+            + rng.choice([" ", "\n", "\0", "x"])
+        )
+    return text
+
+
+def frame(body: bytes, rest: bytes, *, pad: bool = False) -> bytes:
+    if pad:
+        body += b" " * (-len(body) % 8)
+    return struct.pack("<Q", len(body)) + body + rest
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, test_one_input, custom_mutator=mutate)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
