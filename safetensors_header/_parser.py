@@ -217,9 +217,8 @@ def _fast_columns(text: str) -> _Columns | None:
     try:
         # Only objects of exactly dtype, shape and data_offsets get through: a list entry
         # (array form) raises TypeError, a missing field KeyError, a map-form dtype
-        # TypeError (unhashable), offsets that are not a pair a length mismatch.
-        if set(map(len, entries)) != {3}:
-            return None
+        # TypeError (unhashable), offsets that are not a pair a length mismatch. No entry
+        # has a fourth key: the ':' count allowed three keys per entry.
         dtypes = list(map(_get_dtype, entries))
         shapes = list(map(_get_shape, entries))
         offsets = list(map(_get_offsets, entries))

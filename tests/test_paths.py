@@ -1,0 +1,133 @@
+"""The fast JSON path and the exact one: same results, and the fast one steps aside in doubt."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from conftest import build, tensor
+from test_rules import (
+    DTYPE_CASES,
+    LAYOUT_CASES,
+    NUMBER_CASES,
+    STRING_CASES,
+    STRUCTURE_CASES,
+    TOP_LEVEL_CASES,
+)
+
+from safetensors_header import HeaderError, _parser, read_header
+
+ALL_CASES = [
+    *LAYOUT_CASES,
+    *DTYPE_CASES,
+    *TOP_LEVEL_CASES,
+    *NUMBER_CASES,
+    *STRING_CASES,
+    *STRUCTURE_CASES,
+]
+
+
+def outcome(data: bytes) -> object:
+    try:
+        return read_header(data)
+    except HeaderError as error:
+        return (error.kind, error.tensor, str(error))
+
+
+@pytest.mark.parametrize("rule", ALL_CASES)
+def test_every_rule_case_reads_the_same_on_the_exact_path(
+    rule: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = rule.data  # type: ignore[attr-defined]
+    both = outcome(data)
+    monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
+    assert outcome(data) == both
+
+
+def text_of(data: bytes) -> str:
+    return data[8 : 8 + int.from_bytes(data[:8], "little")].decode()
+
+
+CANONICAL = build(
+    {"__metadata__": {"a": "b"}, "x": tensor("F32", [2], 0, 8), "y": tensor("U8", [1], 8, 9)}, 9
+)
+
+
+def test_fast_path_takes_a_canonical_header() -> None:
+    assert _parser._fast_columns(text_of(CANONICAL)) is not None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param('{"a":["U8",[1],[0,1]]}', id="array-form"),
+        pytest.param('{"a":["U8",[1]]}', id="array-form-short"),
+        pytest.param(
+            '{"a":{"dtype":{"U8":null},"shape":[1],"data_offsets":[0,1]}}', id="map-dtype"
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}', id="extra-field"
+        ),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":5}', id="dup-name"),
+        pytest.param(
+            '{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}', id="dup-field"
+        ),
+        pytest.param('{"__metadata__":{"k":"v","k":"w"}}', id="dup-metadata-key"),
+        pytest.param('{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,1]}}', id="minus-zero"),
+        pytest.param('{"a":{"dtype":"U8","shape":[true],"data_offsets":[0,1]}}', id="bool"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}}', id="float"),
+        pytest.param('{"a":{"dtype":"U8","shape":1,"data_offsets":[0,1]}}', id="shape-int"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1.0]}}', id="offset-float"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0]}}', id="one-offset"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', id="gap"),
+        pytest.param('{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,1]}}', id="size"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":null}', id="null"),
+        pytest.param(
+            '{"a\\u003a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', id="ascii-escape"
+        ),
+        pytest.param(
+            '{"a\\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', id="surrogate"
+        ),
+        pytest.param('{"__metadata__":[]}', id="metadata-array"),
+        pytest.param('{"__metadata__":{"k":1}}', id="metadata-number"),
+        pytest.param("[]", id="top-array"),
+        pytest.param("{", id="syntax"),
+        pytest.param('{"a":{"dtype":"X","shape":[1],"data_offsets":[0,1]}}', id="dtype"),
+    ],
+)
+def test_fast_path_steps_aside(header: str) -> None:
+    assert _parser._fast_columns(header) is None
+
+
+def test_deep_nesting_beyond_pythons_recursion_limit() -> None:
+    data = build('{"a":' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(HeaderError, match="nesting deeper than 127") as info:
+        read_header(data)
+    assert info.value.kind == "InvalidHeaderDeserialization"
+
+
+def test_garbage_collector_state_is_restored() -> None:
+    assert gc.isenabled()
+    read_header(CANONICAL)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert read_header(CANONICAL).tensors["x"].nbytes == 8
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(HeaderError):
+        read_header(CANONICAL + b"x")
+    assert gc.isenabled()
+
+
+def test_sorted_and_unsorted_headers_read_alike() -> None:
+    forward = build({"x": tensor("F32", [2], 0, 8), "y": tensor("U8", [1], 8, 9)}, 9)
+    backward = build({"y": tensor("U8", [1], 8, 9), "x": tensor("F32", [2], 0, 8)}, 9)
+    assert list(read_header(backward).tensors) == ["x", "y"]
+    assert read_header(backward).tensors == read_header(forward).tensors
+
+
+def test_high_rank_shape_goes_to_the_walk() -> None:
+    data = build({"x": tensor("U8", [1] * 40, 0, 1)}, 1)
+    assert read_header(data).tensors["x"].shape == (1,) * 40
