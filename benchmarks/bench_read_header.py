@@ -13,9 +13,12 @@ round-robin so that drift hits every candidate alike:
 * ``json.loads``: bare ``json.loads`` of the header bytes, already in memory (no
   validation at all; the floor of any pure-Python reader built on it).
 
-It prints the median time of each, the ratios, and the peak memory each allocates through
-Python's allocator (tracemalloc, measured in a separate pass so it does not slow the timings;
-the reference's Rust-side allocations are not seen by tracemalloc).
+It prints the median time of each, the ratios, and the peak memory of each: the growth of
+the process's peak resident set size over one call, measured in a fresh subprocess per
+candidate (so the reference's Rust-side allocations count too).
+
+Files of more than 500,000 tensors get shorter names, so that the header stays under the
+reference's 10^8-byte limit.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ import gc
 import json
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,7 +49,10 @@ def write_checkpoint(path: Path, count: int) -> int:
         dtype = DTYPES[i % len(DTYPES)]
         shape = [2, 3] if i % 3 else [4]
         nbytes = sizes[dtype] * (6 if i % 3 else 4)
-        name = f"model.layers.{i // 8}.{('self_attn', 'mlp')[i % 2]}.proj_{i % 8}.weight"
+        if count > 500_000:
+            name = f"l.{i // 8}.p{i % 8}"
+        else:
+            name = f"model.layers.{i // 8}.{('self_attn', 'mlp')[i % 2]}.proj_{i % 8}.weight"
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     text = json.dumps(header, separators=(",", ":")).encode()
@@ -100,14 +106,24 @@ def measure(candidates: dict[str, Callable[[], object]], repeat: int) -> dict[st
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def peak_memory(run: Callable[[], object]) -> int:
-    gc.collect()
-    tracemalloc.start()
-    result = run()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    del result
-    return peak
+_RSS_PROBE = """
+import resource, sys
+sys.path.insert(0, {folder!r})
+import bench_read_header as bench
+from pathlib import Path
+run = getattr(bench, {candidate!r})(Path({path!r}))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = run()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(max(0, after - before))
+"""
+
+
+def peak_rss_mib(candidate: str, path: Path) -> float:
+    """Peak RSS growth of one call, in a fresh process (KiB on Linux, reported in MiB)."""
+    code = _RSS_PROBE.format(folder=str(Path(__file__).parent), candidate=candidate, path=str(path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout) / 1024
 
 
 def main() -> int:
@@ -123,7 +139,7 @@ def main() -> int:
     print(f"Python {sys.version.split()[0]}, median of {args.repeat} interleaved runs")
     print(
         f"{'tensors':>9} {'N (bytes)':>11} {'read_header':>12} {'reference':>11} "
-        f"{'json.loads':>11} {'vs ref':>7} {'vs json':>8} {'peak MiB (ours/ref/json)':>26}"
+        f"{'json.loads':>11} {'vs ref':>7} {'vs json':>8} {'peak RSS MiB (ours/ref/json)':>30}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for count in map(int, args.sizes.split(",")):
@@ -135,7 +151,14 @@ def main() -> int:
                 "json": bare_json(path),
             }
             medians = measure(candidates, args.repeat)
-            peaks = {name: peak_memory(run) / 2**20 for name, run in candidates.items()}
+            peaks = {
+                name: peak_rss_mib(function, path)
+                for name, function in (
+                    ("ours", "ours"),
+                    ("reference", "reference"),
+                    ("json", "bare_json"),
+                )
+            }
             ms = {name: value * 1e3 for name, value in medians.items()}
             print(
                 f"{count:>9,} {size:>11,} {ms['ours']:>10.3f}ms {ms['reference']:>9.3f}ms "

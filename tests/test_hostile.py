@@ -1,0 +1,142 @@
+"""Hostile input: resource bounds, and nothing but HeaderError escapes.
+
+Timings for these cases are printed by benchmarks/bench_hostile.py; here only the outcome
+and the resources that can be counted exactly (bytes read, bytes allocated) are asserted.
+"""
+
+from __future__ import annotations
+
+import io
+import tracemalloc
+
+import pytest
+from conftest import HAVE_REFERENCE, build, reference_kind
+
+from safetensors_header import HeaderError, parse_header, read_header
+
+ENTRY = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]'
+
+
+def kind_of(data: bytes, **options: int) -> str | None:
+    try:
+        read_header(data, **options)
+    except HeaderError as error:
+        return error.kind
+    return None
+
+
+class Counting(io.RawIOBase):
+    def __init__(self, data: bytes) -> None:
+        self._inner = io.BytesIO(data)
+        self.served = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._inner.seek(offset, whence)
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = self._inner.readinto(buffer)
+        self.served += count
+        return count
+
+
+@pytest.mark.parametrize("header_size", [2**64 - 1, 2**63, 10**8, 10**8 + 1, 10**6])
+@pytest.mark.parametrize("limit", [None, 2**64], ids=["default-limit", "limit-raised"])
+def test_a_lying_length_prefix_allocates_and_reads_nothing_large(
+    header_size: int, limit: int | None
+) -> None:
+    data = header_size.to_bytes(8, "little") + b'{"a":1}' + bytes(100)
+    options = {} if limit is None else {"max_header_size": limit}
+    stream = Counting(data)
+    tracemalloc.start()
+    try:
+        with pytest.raises(HeaderError) as info:
+            read_header(stream, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.kind in {"HeaderTooLarge", "InvalidHeaderLength"}
+    assert stream.served == 8  # the length prefix, nothing after it
+    assert peak < 1 << 20
+    if HAVE_REFERENCE and limit is None:
+        assert reference_kind(data) == info.value.kind
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param('{"a":' + "[" * 5000 + "]" * 5000 + "}", id="5000-deep"),
+        pytest.param('{"a":' + "[" * 200_000, id="200000-open-brackets"),
+        pytest.param('{"a":' + '{"a":' * 200_000, id="200000-open-objects"),
+        pytest.param('{"a":' + ENTRY + ',"x":' + "9" * 100_000 + "}}", id="100000-digit-int"),
+        pytest.param('{"a":' + ENTRY + ',"x":1' + "0" * 100_000 + ".5}}", id="100000-digit-float"),
+        pytest.param('{"a":' + ENTRY + ',"x":1e' + "9" * 100_000 + "}}", id="100000-digit-exp"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[' + "9" * 100_000 + '],"data_offsets":[0,1]}}',
+            id="100000-digit-dim",
+        ),  # fmt: skip
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[' + "1," * 100_000 + '1],"data_offsets":[0,1]}}',
+            id="100001-dims",
+        ),  # fmt: skip
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[' + "4294967296," * 10_000 + '0],"data_offsets":[0,0]}}',
+            id="10000-huge-dims-then-zero",
+        ),  # fmt: skip
+        pytest.param('{"__metadata__":{"k":"' + "\\ud800" * 100_000 + '"}}', id="lone-surrogates"),
+    ],
+)
+def test_pathological_headers_end_as_header_errors(body: str) -> None:
+    data = build(body, 1)
+    kind = kind_of(data)
+    assert kind == "InvalidHeaderDeserialization" or kind in {"ValidationOverflow", None}
+    if HAVE_REFERENCE:
+        assert reference_kind(data) == kind
+
+
+def test_a_100_mb_header_of_spaces_is_accepted() -> None:
+    data = build(b"{}" + b" " * (10**8 - 2))
+    header = read_header(data)
+    assert header.header_size == 10**8
+    assert not header.tensors
+
+
+def test_long_names_and_metadata() -> None:
+    name = "n" * 1_000_000
+    data = build(
+        '{"__metadata__":{"k":"' + "v" * 1_000_000 + '"},"' + name + '":' + ENTRY + "}}", 1
+    )
+    header = read_header(data)
+    assert header.tensors[name].nbytes == 1
+
+
+def test_a_million_tensors_with_the_limit_raised() -> None:
+    count = 1_000_000
+    entry = '"model.decoder.layers.{0:07d}.self_attn.q_proj.weight":{{"dtype":"U8","shape":[1],'
+    entry += '"data_offsets":[{0},{1}]}}'
+    body = "{" + ",".join(entry.format(i, i + 1) for i in range(count)) + "}"
+    data = build(body, count)
+    assert kind_of(data) == "HeaderTooLarge"  # above the reference's 10^8 bytes
+    header = read_header(data, max_header_size=10**9)
+    assert len(header.tensors) == count
+    last = header.tensors["model.decoder.layers.0999999.self_attn.q_proj.weight"]
+    assert last.end == len(data)
+
+
+def test_the_reverse_order_of_a_large_header_is_sorted() -> None:
+    count = 50_000
+    body = (
+        "{"
+        + ",".join(
+            f'"t{i}":{{"dtype":"U8","shape":[1],"data_offsets":[{i},{i + 1}]}}'
+            for i in reversed(range(count))
+        )
+        + "}"
+    )
+    header = read_header(build(body, count))
+    assert list(header.tensors)[:2] == ["t0", "t1"]
