@@ -12,9 +12,14 @@ import tracemalloc
 import pytest
 from conftest import HAVE_REFERENCE, build, reference_kind
 
-from safetensors_header import HeaderError, parse_header, read_header
+from safetensors_header import HeaderError, read_header
 
 ENTRY = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]'
+
+
+def shape(dims: str) -> str:
+    """A header whose one tensor has the shape `[dims]` and 1 byte of data."""
+    return '{"a":{"dtype":"U8","shape":[' + dims + '],"data_offsets":[0,1]}}'
 
 
 def kind_of(data: bytes, **options: int) -> str | None:
