@@ -81,18 +81,9 @@ def test_a_lying_length_prefix_allocates_and_reads_nothing_large(
         pytest.param('{"a":' + ENTRY + ',"x":' + "9" * 100_000 + "}}", id="100000-digit-int"),
         pytest.param('{"a":' + ENTRY + ',"x":1' + "0" * 100_000 + ".5}}", id="100000-digit-float"),
         pytest.param('{"a":' + ENTRY + ',"x":1e' + "9" * 100_000 + "}}", id="100000-digit-exp"),
-        pytest.param(
-            '{"a":{"dtype":"U8","shape":[' + "9" * 100_000 + '],"data_offsets":[0,1]}}',
-            id="100000-digit-dim",
-        ),  # fmt: skip
-        pytest.param(
-            '{"a":{"dtype":"U8","shape":[' + "1," * 100_000 + '1],"data_offsets":[0,1]}}',
-            id="100001-dims",
-        ),  # fmt: skip
-        pytest.param(
-            '{"a":{"dtype":"U8","shape":[' + "4294967296," * 10_000 + '0],"data_offsets":[0,0]}}',
-            id="10000-huge-dims-then-zero",
-        ),  # fmt: skip
+        pytest.param(shape("9" * 100_000), id="100000-digit-dim"),
+        pytest.param(shape("1," * 100_000 + "1"), id="100001-dims"),
+        pytest.param(shape("4294967296," * 10_000 + "0"), id="10000-huge-dims-then-zero"),
         pytest.param('{"__metadata__":{"k":"' + "\\ud800" * 100_000 + '"}}', id="lone-surrogates"),
     ],
 )
