@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError"]
 
@@ -42,6 +42,11 @@ class HeaderError(ValueError):
         needed: Set when the bytes given end before the header does: the number of bytes,
             counted from the start of the file, that parsing needs. Fetch that many and try
             again. ``None`` otherwise.
+        hint: When the bytes are not safetensors at all, or were cut short: what they look
+            like and what to do (a Git LFS pointer: ``git lfs pull``; an HTML page: a wrong
+            URL or a login page; a PyTorch zip or pickle file; GGUF; an empty or truncated
+            file). Also the end of the message. ``None`` otherwise.
+        message: The message without the hint.
 
     The message says what was expected and what was found.
     """
@@ -50,6 +55,8 @@ class HeaderError(ValueError):
     tensor: str | None
     offset: int | None
     needed: int | None
+    hint: str | None
+    message: str
 
     def __init__(
         self,
@@ -59,19 +66,26 @@ class HeaderError(ValueError):
         tensor: str | None = None,
         offset: int | None = None,
         needed: int | None = None,
+        hint: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message if hint is None else f"{message}. Hint: {hint}")
         self.kind = kind
+        self.message = message
         self.tensor = tensor
         self.offset = offset
         self.needed = needed
+        self.hint = hint
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only attributes survive pickling (multiprocessing, concurrent.futures).
-        return (_rebuild, (self.kind, str(self), self.tensor, self.offset, self.needed))
+        attributes = {
+            "tensor": self.tensor,
+            "offset": self.offset,
+            "needed": self.needed,
+            "hint": self.hint,
+        }
+        return (_rebuild, (self.kind, self.message, attributes))
 
 
-def _rebuild(
-    kind: str, message: str, tensor: str | None, offset: int | None, needed: int | None
-) -> HeaderError:
-    return HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed)
+def _rebuild(kind: str, message: str, attributes: dict[str, Any]) -> HeaderError:
+    return HeaderError(kind, message, **attributes)

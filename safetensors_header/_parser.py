@@ -33,6 +33,7 @@ from operator import itemgetter, le, mul, sub
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
+from ._diagnose import SNIFF_SIZE, sniff, truncation_hint
 from ._dtypes import DTYPE_BITS
 from ._errors import HeaderError
 from ._header import HEADER_LENGTH_SIZE, Header, TensorInfo
@@ -122,6 +123,7 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
             "HeaderTooSmall",
             f"expected at least 8 bytes (the header length), found a file of {size} bytes",
             needed=HEADER_LENGTH_SIZE if file_size is None else None,
+            hint=sniff(bytes(view[:SNIFF_SIZE])) if size == have else None,
         )
     if have < HEADER_LENGTH_SIZE:
         _fail(
@@ -134,7 +136,8 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
         _fail(
             "HeaderTooLarge",
             f"the header length is {header_size:,} bytes, above the limit of {limit:,} "
-            f"(max_header_size){_looks_like(view)}",
+            f"(max_header_size); the file starts with {bytes(view[:HEADER_LENGTH_SIZE])!r}",
+            hint=sniff(bytes(view[:SNIFF_SIZE])),
         )
     stop = HEADER_LENGTH_SIZE + header_size
     if stop > size:
@@ -143,6 +146,7 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
             f"the header length is {header_size:,} bytes, so the header ends at byte "
             f"{stop:,}, but the file is {size:,} bytes",
             needed=stop if file_size is None else None,
+            hint=sniff(bytes(view[:SNIFF_SIZE])) or truncation_hint(stop - size),
         )
     if stop > have:
         _fail(
@@ -158,14 +162,9 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
             f"the header is not valid UTF-8: {error.reason} at byte {error.start:,} of the "
             f"header (file offset {HEADER_LENGTH_SIZE + error.start:,})",
             offset=HEADER_LENGTH_SIZE + error.start,
+            hint=sniff(bytes(view[:SNIFF_SIZE])),
         )
     return header_size, text
-
-
-def _looks_like(view: memoryview) -> str:
-    """A hint for a huge length prefix: the file's first bytes, which usually tell what it is."""
-    head = bytes(view[:HEADER_LENGTH_SIZE])
-    return f"; the file starts with {head!r}, which is not a safetensors length"
 
 
 # --- the fast path ------------------------------------------------------------------------
@@ -553,7 +552,12 @@ def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header
     data_start = HEADER_LENGTH_SIZE + header_size
     data_end = ends[-1] if ends else 0
     if file_size is not None and data_start + data_end != file_size:
-        _fail("MetadataIncompleteBuffer", _coverage_message(data_start, data_end, file_size))
+        short = data_start + data_end - file_size
+        _fail(
+            "MetadataIncompleteBuffer",
+            _coverage_message(data_start, data_end, file_size),
+            hint=truncation_hint(short) if short > 0 else None,
+        )
     infos = list(map(_new, repeat(TensorInfo, len(names))))
     fields: Sequence[Iterable[object]] = (
         names,
@@ -698,8 +702,9 @@ def _fail(
     tensor: str | None = None,
     offset: int | None = None,
     needed: int | None = None,
+    hint: str | None = None,
 ) -> NoReturn:
-    raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed)
+    raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed, hint=hint)
 
 
 @contextmanager
