@@ -1,68 +1,109 @@
-"""The command line: ``python -m safetensors_header inspect FILE...``."""
+"""The command line: ``safetensors-header inspect|validate SOURCE...``.
+
+Output goes to stdout; errors to stderr, one line each, never a traceback. Exit status: 0 when
+every source was read (and, for ``validate``, is valid), 1 when any was not, 2 for usage errors.
+"""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
+from ._audit import Finding, audit_header
 from ._errors import HeaderError
-from ._header import Header
+from ._header import Header, TensorInfo
 from ._sources import read_header
 
 __all__ = ["main"]
 
 _PROG = "safetensors-header"
+_SORT_KEYS: dict[str, Callable[[TensorInfo], tuple[int, str]]] = {
+    "offset": lambda t: (t.start, ""),
+    "name": lambda t: (0, t.name),
+    "size": lambda t: (-t.nbytes, t.name),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 a bad file, 2 usage)."""
-    parser = argparse.ArgumentParser(
-        prog=_PROG, description="Read the header of safetensors files without loading them."
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    inspect = commands.add_parser(
-        "inspect", help="list the tensors and metadata of each file", description=None
-    )
-    inspect.add_argument("files", nargs="+", metavar="FILE", help="a .safetensors file")
-    inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+    """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit status."""
+    args = _parser().parse_args(argv)
     try:
-        return _inspect(args.files, as_json=args.json, out=sys.stdout)
+        if args.command == "inspect":
+            return _inspect(args, sys.stdout)
+        return _validate(args, sys.stdout)
     except BrokenPipeError:
-        # `... | head`: the reader went away; exit quietly, as Unix tools do.
+        # `... | head`: the reader went away. Exit quietly, as Unix tools do, and keep Python
+        # from complaining when it flushes stdout at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
 
 
-def _inspect(files: Sequence[str], *, as_json: bool, out: TextIO) -> int:
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=_PROG, description="Read the headers of safetensors files without loading them."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    inspect = commands.add_parser(
+        "inspect",
+        help="show the tensors, metadata and totals of each file",
+        description="Show each file's header facts, metadata, tensors and totals.",
+    )
+    inspect.add_argument("sources", nargs="+", metavar="SOURCE", help="a .safetensors file")
+    inspect.add_argument("--json", action="store_true", help="one JSON document per file")
+    inspect.add_argument(
+        "--sort", choices=sorted(_SORT_KEYS), default="offset", help="tensor order (offset)"
+    )
+    inspect.add_argument(
+        "--filter", metavar="GLOB", help="only tensors whose name matches, e.g. '*.bias'"
+    )
+    validate = commands.add_parser(
+        "validate",
+        help="check each file; one line per file",
+        description="Check each file as the reference implementation would; with --strict, "
+        "also report what it accepts but a careful reader should not.",
+    )
+    validate.add_argument("sources", nargs="+", metavar="SOURCE", help="a .safetensors file")
+    validate.add_argument("--strict", action="store_true", help="add the strict audit")
+    validate.add_argument("--json", action="store_true", help="one JSON object per line")
+    return parser
+
+
+# --- inspect ------------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     status = 0
-    for index, path in enumerate(files):
+    for index, source in enumerate(args.sources):
         try:
-            header = read_header(path)
+            header = read_header(source)
         except (HeaderError, OSError) as error:
-            kind = error.kind if isinstance(error, HeaderError) else type(error).__name__
-            detail = error.strerror if isinstance(error, OSError) else str(error)
-            print(f"{_PROG}: {path}: {kind}: {detail}", file=sys.stderr)
+            _report(source, error)
             status = 1
             continue
-        if as_json:
-            json.dump(_as_dict(path, header), out, ensure_ascii=False)
-            out.write("\n")
+        tensors = list(header.tensors.values())
+        if args.filter is not None:
+            tensors = [t for t in tensors if fnmatch.fnmatchcase(t.name, args.filter)]
+        tensors.sort(key=_SORT_KEYS[args.sort])
+        if args.json:
+            out.write(json.dumps(_document(source, header, tensors), ensure_ascii=False) + "\n")
         else:
             if index:
                 out.write("\n")
-            _print_table(path, header, out)
+            _table(source, header, tensors, out)
     return status
 
 
-def _as_dict(path: str, header: Header) -> dict[str, object]:
+def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[str, object]:
+    """The --json schema (documented in the README; keep it stable)."""
     return {
-        "path": path,
+        "path": source,
         "header_size": header.header_size,
         "data_start": header.data_start,
         "file_size": header.file_size,
@@ -77,38 +118,154 @@ def _as_dict(path: str, header: Header) -> dict[str, object]:
                 "end": t.end,
                 "nbytes": t.nbytes,
             }
-            for t in header.tensors.values()
+            for t in tensors
         ],
+        "totals": _totals(tensors),
     }
 
 
-def _print_table(path: str, header: Header, out: TextIO) -> None:
+def _totals(tensors: Iterable[TensorInfo]) -> dict[str, object]:
+    by_dtype: dict[str, dict[str, int]] = {}
+    for t in tensors:
+        row = by_dtype.setdefault(t.dtype, {"tensors": 0, "parameters": 0, "bytes": 0})
+        row["tensors"] += 1
+        row["parameters"] += t.numel
+        row["bytes"] += t.nbytes
+    return {
+        "tensors": sum(row["tensors"] for row in by_dtype.values()),
+        "parameters": sum(row["parameters"] for row in by_dtype.values()),
+        "bytes": sum(row["bytes"] for row in by_dtype.values()),
+        "by_dtype": by_dtype,
+    }
+
+
+def _table(source: str, header: Header, tensors: list[TensorInfo], out: TextIO) -> None:
+    totals = _totals(tensors)
+    size = "unknown" if header.file_size is None else f"{header.file_size:,}"
     out.write(
-        f"{path}: {len(header.tensors)} tensors, header {header.header_size:,} bytes, "
-        f"data at {header.data_start:,}, file {header.file_size:,} bytes\n"
+        f"{source}: {len(header.tensors):,} tensors, header {header.header_size:,} bytes, "
+        f"data at {header.data_start:,}, file {size} bytes\n"
     )
     if header.metadata is not None:
-        out.write("metadata:\n")
+        out.write(f"metadata ({len(header.metadata)}):\n")
         for key, value in header.metadata.items():
-            out.write(f"  {key}: {_one_line(value)}\n")
+            out.write(f"  {_one_line(key)}: {_one_line(value)}\n")
     rows = [
         (
             _one_line(t.name),
             t.dtype,
             "[" + ", ".join(map(str, t.shape)) + "]",
-            f"{t.start}-{t.end}",
+            f"{t.start:,}-{t.end:,}",
             f"{t.nbytes:,}",
         )
-        for t in header.tensors.values()
+        for t in tensors
     ]
-    titles = ("name", "dtype", "shape", "bytes in file", "size")
-    widths = [max(map(len, column), default=0) for column in zip(titles, *rows, strict=False)]
+    _columns(("name", "dtype", "shape", "bytes in file", "size"), rows, out, right=(4,))
+    by_dtype: dict[str, dict[str, int]] = totals["by_dtype"]  # type: ignore[assignment]
+    out.write(
+        f"total: {totals['tensors']:,} tensors, {totals['parameters']:,} parameters, "
+        f"{totals['bytes']:,} bytes\n"
+    )
+    summary = [
+        (dtype, f"{row['tensors']:,}", f"{row['parameters']:,}", f"{row['bytes']:,}")
+        for dtype, row in sorted(by_dtype.items())
+    ]
+    if len(summary) > 1:
+        _columns(("dtype", "tensors", "parameters", "bytes"), summary, out, right=(1, 2, 3))
+
+
+def _columns(
+    titles: tuple[str, ...],
+    rows: Sequence[tuple[str, ...]],
+    out: TextIO,
+    *,
+    right: tuple[int, ...],
+) -> None:
+    """Aligned columns; on a terminal the first column is cut to fit its width."""
+    widths = [max(map(len, column)) for column in zip(titles, *rows, strict=False)]
+    if out.isatty():
+        room = shutil.get_terminal_size().columns - sum(widths[1:]) - 2 * (len(widths) - 1)
+        widths[0] = max(12, min(widths[0], room))
     for row in (titles, *rows):
-        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        out.write("  ".join((*cells, row[-1].rjust(widths[-1]))).rstrip() + "\n")
+        cells = []
+        for index, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            shown = cell if len(cell) <= width else cell[: width - 1] + "…"
+            cells.append(shown.rjust(width) if index in right else shown.ljust(width))
+        out.write("  ".join(cells).rstrip() + "\n")
 
 
 def _one_line(text: str, limit: int = 200) -> str:
     """Control characters shown escaped, long values cut: one terminal line per row."""
-    shown = json.dumps(text, ensure_ascii=False)[1:-1] if not text.isprintable() else text
+    shown = text if text.isprintable() else json.dumps(text, ensure_ascii=False)[1:-1]
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+# --- validate -----------------------------------------------------------------------------
+
+
+def _validate(args: argparse.Namespace, out: TextIO) -> int:
+    status = 0
+    for source in args.sources:
+        error: HeaderError | OSError | None = None
+        findings: list[Finding] = []
+        tensors = 0
+        try:
+            header = read_header(source)
+            tensors = len(header.tensors)
+            if args.strict:
+                findings = _audit_file(source, header)
+        except (HeaderError, OSError) as caught:
+            error = caught
+        if error is not None or findings:
+            status = 1
+        if args.json:
+            out.write(json.dumps(_verdict(source, error, findings), ensure_ascii=False) + "\n")
+        elif error is not None:
+            out.write(f"{source}: {_error_line(error)}\n")
+        elif findings:
+            more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+            out.write(f"{source}: strict: {findings[0].code}: {findings[0].message}{more}\n")
+        else:
+            out.write(f"{source}: ok ({tensors:,} tensors)\n")
+    return status
+
+
+def _audit_file(source: str, header: Header) -> list[Finding]:
+    with open(source, "rb") as file:
+        prefix = file.read(header.data_start)
+    return audit_header(prefix, file_size=header.file_size)
+
+
+def _verdict(
+    source: str, error: HeaderError | OSError | None, findings: list[Finding]
+) -> dict[str, object]:
+    described: dict[str, object] | None = None
+    if isinstance(error, HeaderError):
+        described = {
+            "kind": error.kind,
+            "message": error.message,
+            "hint": error.hint,
+            "tensor": error.tensor,
+            "offset": error.offset,
+        }
+    elif error is not None:
+        described = {"kind": type(error).__name__, "message": error.strerror or str(error)}
+    return {
+        "path": source,
+        "valid": error is None and not findings,
+        "error": described,
+        "findings": [
+            {"code": finding.code, "message": finding.message, "tensor": finding.tensor}
+            for finding in findings
+        ],
+    }
+
+
+def _error_line(error: HeaderError | OSError) -> str:
+    if isinstance(error, HeaderError):
+        return f"{error.kind}: {_one_line(str(error), 1000)}"
+    return f"{type(error).__name__}: {error.strerror or error}"
+
+
+def _report(source: str, error: HeaderError | OSError) -> None:
+    print(f"{_PROG}: {source}: {_error_line(error)}", file=sys.stderr)

@@ -40,7 +40,7 @@ _RAW_SIGNATURES: Final = (
     ((b"\x93NUMPY",), "this is a NumPy .npy file: read it with numpy.load"),
     ((b"\x1f\x8b",), "this is a gzip-compressed file: decompress it first"),
     (
-        (b"{", b"["),
+        (b"{",),
         'this is a JSON file, not a safetensors file; if it has a "weight_map", it is the '
         "index of a sharded checkpoint: read the shards it names",
     ),

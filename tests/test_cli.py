@@ -110,3 +110,91 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
     assert result.stdout.count("\n") == 2
     assert "Error" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_inspect_json_totals_sort_and_filter() -> None:
+    result = run("inspect", "--json", "--sort", "size", "--filter", "*weight", TINY)
+    document = json.loads(result.stdout)
+    assert [t["name"] for t in document["tensors"]] == [
+        "embed.weight",
+        "layers.0.attn.q_proj.weight",
+        "layers.0.mlp.up.weight",
+    ]
+    assert document["totals"] == {
+        "tensors": 3,
+        "parameters": 80,
+        "bytes": 160,
+        "by_dtype": {
+            "F16": {"tensors": 1, "parameters": 32, "bytes": 64},
+            "F32": {"tensors": 1, "parameters": 16, "bytes": 64},
+            "I8": {"tensors": 1, "parameters": 32, "bytes": 32},
+        },
+    }
+
+
+def test_inspect_sort_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--sort", "name", TINY]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("name")) + 1
+    names = [line.split()[0] for line in lines[start : start + 7]]
+    assert names == sorted(names)
+
+
+def test_validate_lines_and_exit_status(tmp_path: Path) -> None:
+    lfs = tmp_path / "lfs.safetensors"
+    lfs.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n")
+    result = run("validate", TINY)
+    assert (result.returncode, result.stdout) == (0, f"{TINY}: ok (7 tensors)\n")
+    result = run("validate", TINY, str(lfs))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[1].startswith(f"{lfs}: HeaderTooLarge: ")
+    assert "git lfs pull" in lines[1]
+    assert run("validate").returncode == 2
+
+
+def test_validate_strict(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.safetensors"
+    odd.write_bytes(build('{"a":["U8",[1],[0,1]],"a":["U8",[1],[0,1]]}', 1))
+    result = run("validate", "--strict", TINY, str(odd))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{TINY}: ok (7 tensors)",
+        f"{odd}: strict: array-form: tensor 'a' is written as an array (+3 more)",
+    ]
+    assert run("validate", str(odd)).returncode == 0  # the reference accepts it
+
+
+def test_validate_json(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(build({"a": tensor("F32", [2], 0, 4)}, 4))
+    result = run("validate", "--json", "--strict", TINY, str(bad), str(tmp_path / "missing"))
+    assert result.returncode == 1
+    good, wrong, missing = map(json.loads, result.stdout.splitlines())
+    assert good == {"path": TINY, "valid": True, "error": None, "findings": []}
+    assert wrong["valid"] is False
+    assert wrong["error"]["kind"] == "TensorInvalidInfo"
+    assert wrong["error"]["tensor"] == "a"
+    assert missing["error"] == {"kind": "FileNotFoundError", "message": "No such file or directory"}
+
+
+def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import io
+    import os
+
+    from safetensors_header import _cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    path = tmp_path / "wide.safetensors"
+    path.write_bytes(build({"n" * 300: tensor("U8", [1], 0, 1)}, 1))
+    monkeypatch.setattr(_cli.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
+    out = Terminal()
+    args = _cli._parser().parse_args(["inspect", str(path)])
+    assert _cli._inspect(args, out) == 0
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("nnn"))
+    assert len(row) <= 80
+    assert "…" in row

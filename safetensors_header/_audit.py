@@ -1,0 +1,130 @@
+"""An opt-in strict audit: what the reference accepts but a careful reader should not."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Final
+
+from ._dtypes import DTYPE_BITS
+from ._header import HEADER_LENGTH_SIZE, Header
+from ._parser import _DECODER, _METADATA_KEY, _TENSOR_FIELDS, MAX_HEADER_SIZE, _Object, parse_header
+
+__all__ = ["FINDING_CODES", "Finding", "audit_header"]
+
+#: Every finding code `audit_header` can report, with what it means.
+FINDING_CODES: Final = {
+    "duplicate-tensor": "a tensor name appears more than once; readers disagree on which wins",
+    "duplicate-metadata-key": "a __metadata__ key appears more than once",
+    "header-start": "the header does not start with '{' (whitespace before the JSON object)",
+    "padding": "the header is padded with something other than spaces after the JSON object",
+    "data-start-alignment": "the data buffer does not start at a multiple of 8 bytes",
+    "tensor-alignment": "a tensor does not start at a multiple of its element size",
+    "control-character-in-name": "a tensor name holds NUL or another control character",
+    "array-form": "a tensor entry is a [dtype, shape, data_offsets] array, not an object",
+    "map-form-dtype": 'a dtype is written as {"F32": null}, not as a string',
+    "unknown-field": "a tensor entry has a field other than dtype, shape and data_offsets",
+}
+
+_WHITESPACE: Final = " \t\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the strict audit reports: a stable `code` (see FINDING_CODES), a message for
+    people, and the tensor concerned, if any."""
+
+    code: str
+    message: str
+    tensor: str | None = None
+
+
+def audit_header(
+    prefix: bytes | bytearray | memoryview,
+    /,
+    *,
+    file_size: int | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+) -> list[Finding]:
+    """Audit a valid safetensors header for what the reference accepts but should not.
+
+    Takes the same input as `parse_header` and first validates it the same way (an invalid
+    file raises `HeaderError`). Returns the findings in header order; a file written by the
+    reference implementation has none.
+    """
+    header = parse_header(prefix, file_size=file_size, max_header_size=max_header_size)
+    with memoryview(prefix) as raw, raw.cast("B") as view:
+        text = str(view[HEADER_LENGTH_SIZE : header.data_start], "utf-8")
+    findings: list[Finding] = []
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    if start:
+        findings.append(
+            Finding("header-start", f"the header starts with {text[:start]!r}, not '{{'")
+        )
+    top, end = _DECODER.raw_decode(text, start)
+    padding = text[end:]
+    if padding.strip(" "):
+        shown = sorted(set(padding) - {" "})
+        findings.append(Finding("padding", f"the header is padded with {shown} besides spaces"))
+    findings += _entry_findings(top)
+    findings += _alignment_findings(header)
+    return findings
+
+
+def _entry_findings(top: _Object) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    for name, value in top:
+        if name == _METADATA_KEY:
+            if value is not None:
+                counts = Counter(key for key, _ in value)
+                findings.extend(
+                    Finding("duplicate-metadata-key", f"metadata key {key!r} is repeated")
+                    for key in sorted(key for key, count in counts.items() if count > 1)
+                )
+            continue
+        if name in seen:
+            findings.append(
+                Finding("duplicate-tensor", f"tensor {name!r} appears again; the last wins", name)
+            )
+        seen.add(name)
+        if any(ord(char) < 0x20 or char == "\x7f" for char in name):
+            findings.append(Finding("control-character-in-name", f"tensor name {name!r}", name))
+        if type(value) is list:
+            findings.append(Finding("array-form", f"tensor {name!r} is written as an array", name))
+            dtype = value[0]
+        else:
+            fields = dict(value)
+            findings.extend(
+                Finding("unknown-field", f"tensor {name!r} has the field {key!r}", name)
+                for key in sorted(set(fields) - set(_TENSOR_FIELDS))
+            )
+            dtype = fields["dtype"]
+        if type(dtype) is _Object:
+            findings.append(
+                Finding("map-form-dtype", f"tensor {name!r} writes its dtype as an object", name)
+            )
+    return findings
+
+
+def _alignment_findings(header: Header) -> list[Finding]:
+    findings: list[Finding] = []
+    if header.data_start % 8:
+        findings.append(
+            Finding(
+                "data-start-alignment",
+                f"the data buffer starts at byte {header.data_start:,}, not a multiple of 8",
+            )
+        )
+    for info in header.tensors.values():
+        size = DTYPE_BITS[info.dtype] // 8
+        if size > 1 and info.start % size and info.nbytes:
+            findings.append(
+                Finding(
+                    "tensor-alignment",
+                    f"tensor {info.name!r} ({info.dtype}) starts at byte {info.start:,}, "
+                    f"not a multiple of {size}",
+                    info.name,
+                )
+            )
+    return findings
