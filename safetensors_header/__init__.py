@@ -10,6 +10,7 @@ Rust core of the ``safetensors`` package. `HeaderError` is the only exception ra
 input.
 """
 
+from ._audit import FINDING_CODES, Finding, audit_header
 from ._dtypes import DTYPE_BITS
 from ._errors import KINDS, HeaderError
 from ._header import Header, TensorInfo
@@ -18,12 +19,15 @@ from ._sources import read_header
 
 __all__ = [
     "DTYPE_BITS",
+    "FINDING_CODES",
     "KINDS",
     "MAX_HEADER_SIZE",
+    "Finding",
     "Header",
     "HeaderError",
     "TensorInfo",
     "__version__",
+    "audit_header",
     "parse_header",
     "read_header",
 ]

@@ -36,6 +36,9 @@ FILE = build(
 def test_public_names() -> None:
     assert set(safetensors_header.__all__) == {
         "DTYPE_BITS",
+        "FINDING_CODES",
+        "Finding",
+        "audit_header",
         "KINDS",
         "MAX_HEADER_SIZE",
         "Header",
