@@ -103,11 +103,12 @@ def read_header(
         # Unbuffered, so that exactly 8 + N bytes are read from the file.
         with open(source, "rb", buffering=0) as file:
             return _read_stream(file, os.fstat(file.fileno()).st_size, max_header_size)
-    if hasattr(source, "read"):
-        return _read_stream(source, _seek_size(source), max_header_size)
     try:
-        view = memoryview(source)
+        # Bytes-like first: an mmap also has read(), but its buffer is the whole file.
+        view = memoryview(source)  # type: ignore[arg-type]
     except TypeError:
+        if hasattr(source, "read"):
+            return _read_stream(source, _seek_size(source), max_header_size)
         raise TypeError(
             "read_header() expected a path, a bytes-like object or a binary file object, "
             f"not {type(source).__name__}"
@@ -117,9 +118,13 @@ def read_header(
 
 
 def _seek_size(file: object) -> int | None:
-    """The stream's size, leaving it at offset 0; None if it cannot seek."""
+    """The stream's size, leaving it at offset 0; None if it cannot seek.
+
+    Objects without ``seekable()`` (older file-likes) are tried with ``seek`` directly.
+    """
+    seekable = getattr(file, "seekable", None)
     try:
-        if not file.seekable():  # type: ignore[attr-defined]
+        if seekable is not None and not seekable():
             return None
         size: int = file.seek(0, io.SEEK_END)  # type: ignore[attr-defined]
         file.seek(0)  # type: ignore[attr-defined]

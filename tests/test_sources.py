@@ -197,3 +197,19 @@ def test_path_errors_match_bytes_errors(tmp_path: Path) -> None:
                 read_header(source)
             kinds.append(info.value.kind)
         assert len(set(kinds)) == 1, (data, kinds)
+
+
+def test_file_like_without_seekable_but_with_seek() -> None:
+    class Old:
+        def __init__(self) -> None:
+            self._inner = io.BytesIO(GOOD + b"trailing")
+
+        def read(self, size: int = -1) -> bytes:
+            return self._inner.read(size)
+
+        def seek(self, offset: int, whence: int = 0) -> int:
+            return self._inner.seek(offset, whence)
+
+    with pytest.raises(HeaderError) as info:
+        read_header(Old())
+    assert info.value.kind == "MetadataIncompleteBuffer"
