@@ -11,6 +11,7 @@ input.
 """
 
 from ._audit import FINDING_CODES, Finding, audit_header
+from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
 from ._dtypes import DTYPE_BITS
 from ._errors import KINDS, HeaderError
 from ._header import Header, TensorInfo
@@ -20,6 +21,8 @@ from ._sources import read_header
 __all__ = [
     "DTYPE_BITS",
     "FINDING_CODES",
+    "Checkpoint",
+    "DtypeTotal",
     "KINDS",
     "MAX_HEADER_SIZE",
     "Finding",
@@ -29,6 +32,7 @@ __all__ = [
     "__version__",
     "audit_header",
     "parse_header",
+    "read_checkpoint",
     "read_header",
 ]
 

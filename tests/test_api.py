@@ -37,6 +37,9 @@ def test_public_names() -> None:
     assert set(safetensors_header.__all__) == {
         "DTYPE_BITS",
         "FINDING_CODES",
+        "Checkpoint",
+        "DtypeTotal",
+        "read_checkpoint",
         "Finding",
         "audit_header",
         "KINDS",

@@ -1,0 +1,239 @@
+"""Sharded checkpoints: an index file and its shards, read and checked against each other.
+
+``model.safetensors.index.json`` (transformers, huggingface_hub; diffusers names it
+``diffusion_pytorch_model.safetensors.index.json``) maps every tensor to the shard file that
+holds it: ``{"metadata": {"total_size": ...}, "weight_map": {tensor: file}}``. Nothing in the
+reference checks an index against its shards; this module does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any, Final, NoReturn
+
+from ._audit import Finding
+from ._errors import HeaderError
+from ._header import Header, TensorInfo
+from ._parser import MAX_HEADER_SIZE
+from ._sources import read_header
+
+__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "read_checkpoint"]
+
+#: Index file names looked for in a directory, in this order.
+INDEX_NAMES: Final = (
+    "model.safetensors.index.json",
+    "diffusion_pytorch_model.safetensors.index.json",
+)
+#: Single-file checkpoint names looked for in a directory, after the index names.
+SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors")
+_MAX_INDEX_SIZE: Final = 1 << 30  # an index of 500,000 tensors is about 60 MB
+
+
+@dataclass(frozen=True, slots=True)
+class DtypeTotal:
+    """How many tensors of one dtype, their elements (parameters) and bytes."""
+
+    tensors: int
+    parameters: int
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A checkpoint of one or more safetensors files, checked for consistency.
+
+    Attributes:
+        files: Shard file name (as the index writes it) -> its `Header`, in shard order (the
+            order in which the weight_map first names them).
+        weight_map: Tensor name -> the shard file name that holds it.
+        metadata: The index's ``"metadata"`` object (``None`` for a single file, or when the
+            index has none).
+        tensors: Every tensor name -> its `TensorInfo` (offsets within its own shard).
+        problems: Findings that are not fatal (``strict=True`` raises them instead):
+            ``unlisted-tensor`` (in a shard, not in the weight_map), ``total-size`` (the
+            index's total_size is not the sum of the tensors' bytes).
+    """
+
+    files: Mapping[str, Header]
+    weight_map: Mapping[str, str]
+    metadata: Mapping[str, Any] | None
+    tensors: Mapping[str, TensorInfo]
+    problems: tuple[Finding, ...]
+
+    @property
+    def parameters(self) -> int:
+        """The number of elements of all tensors."""
+        return sum(info.numel for info in self.tensors.values())
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of all tensors' data."""
+        return sum(info.nbytes for info in self.tensors.values())
+
+    def by_dtype(self) -> dict[str, DtypeTotal]:
+        """Totals per dtype, in order of the dtypes' names."""
+        totals: dict[str, list[int]] = {}
+        for info in self.tensors.values():
+            row = totals.setdefault(info.dtype, [0, 0, 0])
+            row[0] += 1
+            row[1] += info.numel
+            row[2] += info.nbytes
+        return {dtype: DtypeTotal(*totals[dtype]) for dtype in sorted(totals)}
+
+
+def read_checkpoint(
+    source: str | os.PathLike[str],
+    /,
+    *,
+    strict: bool = False,
+    max_header_size: int = MAX_HEADER_SIZE,
+    max_workers: int = 8,
+) -> Checkpoint:
+    """Read a checkpoint: a ``.safetensors`` file, an index JSON, or a directory.
+
+    A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. Every shard named by an
+    index is read (its header only), in parallel (at most `max_workers` threads), and checked
+    against the index.
+
+    Raises:
+        HeaderError: A shard is not a valid safetensors file (the reference's kinds), or
+            ``kind == "InvalidIndex"``: the index is not JSON, has no ``weight_map`` object of
+            strings, or names a shard outside its directory (``..``, an absolute path, a
+            URL); or ``kind == "IndexMismatch"``: a weight_map tensor is missing from its
+            shard, or a tensor is in two shards. With ``strict=True``, the findings that
+            ``problems`` would hold are raised as ``IndexMismatch`` too.
+        OSError: A file is missing (the message names it) or cannot be read.
+    """
+    path = Path(source)
+    if path.is_dir():
+        path = _pick(path)
+    if not path.name.endswith(".json"):
+        header = read_header(path, max_header_size=max_header_size)
+        name = path.name
+        return Checkpoint(
+            files=MappingProxyType({name: header}),
+            weight_map=MappingProxyType(dict.fromkeys(header.tensors, name)),
+            metadata=None,
+            tensors=header.tensors,
+            problems=(),
+        )
+    metadata, weight_map = _read_index(path)
+    shard_names = list(dict.fromkeys(weight_map.values()))
+    shard_paths = [_shard_path(path, name) for name in shard_names]
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_paths)))) as pool:
+        headers = list(
+            pool.map(lambda shard: read_header(shard, max_header_size=max_header_size), shard_paths)
+        )
+    files = dict(zip(shard_names, headers, strict=True))
+    tensors, problems = _check(files, weight_map, metadata)
+    if strict and problems:
+        raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
+    return Checkpoint(
+        files=MappingProxyType(files),
+        weight_map=MappingProxyType(weight_map),
+        metadata=None if metadata is None else MappingProxyType(metadata),
+        tensors=MappingProxyType(tensors),
+        problems=tuple(problems),
+    )
+
+
+def _pick(folder: Path) -> Path:
+    for name in (*INDEX_NAMES, *SINGLE_NAMES):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(
+        2,
+        f"no {' or '.join((*INDEX_NAMES, *SINGLE_NAMES))} in the directory",
+        str(folder),
+    )
+
+
+def _read_index(path: Path) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    with path.open("rb") as file:
+        raw = file.read(_MAX_INDEX_SIZE + 1)
+    if len(raw) > _MAX_INDEX_SIZE:
+        _bad_index(path, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        _bad_index(path, f"not a JSON document ({error})")
+    if type(document) is not dict:
+        _bad_index(path, "expected a JSON object")
+    weight_map = document.get("weight_map")
+    if type(weight_map) is not dict:
+        _bad_index(path, 'no "weight_map" object')
+    if not set(map(type, weight_map.values())) <= {str}:
+        _bad_index(path, '"weight_map" values must be shard file names (strings)')
+    metadata = document.get("metadata")
+    if metadata is not None and type(metadata) is not dict:
+        _bad_index(path, '"metadata" must be an object')
+    return metadata, weight_map
+
+
+def _shard_path(index: Path, name: str) -> Path:
+    """The shard's path next to the index; never outside the index's directory."""
+    parts = PurePosixPath(name).parts
+    if (
+        not name
+        or "://" in name
+        or "\\" in name
+        or "\0" in name
+        or PurePosixPath(name).is_absolute()
+        or Path(name).is_absolute()
+        or ".." in parts
+    ):
+        _bad_index(index, f"shard name {name!r} is not a file name inside the index's directory")
+    return index.parent / name
+
+
+def _check(
+    files: dict[str, Header], weight_map: dict[str, str], metadata: dict[str, Any] | None
+) -> tuple[dict[str, TensorInfo], list[Finding]]:
+    tensors: dict[str, TensorInfo] = {}
+    owner: dict[str, str] = {}
+    for file, header in files.items():
+        for name, info in header.tensors.items():
+            if name in owner:
+                raise HeaderError(
+                    "IndexMismatch",
+                    f"tensor {name!r} is in two shards: {owner[name]!r} and {file!r}",
+                    tensor=name,
+                )
+            owner[name] = file
+            tensors[name] = info
+    for name, file in weight_map.items():
+        if owner.get(name) != file:
+            raise HeaderError(
+                "IndexMismatch",
+                f"the index puts tensor {name!r} in {file!r}, but that shard has no such tensor",
+                tensor=name,
+            )
+    problems = [
+        Finding(
+            "unlisted-tensor",
+            f"tensor {name!r} is in {owner[name]!r} but not in the index's weight_map",
+            name,
+        )
+        for name in tensors
+        if name not in weight_map
+    ]
+    total = (metadata or {}).get("total_size")
+    actual = sum(info.nbytes for info in tensors.values())
+    if total is not None and total != actual:
+        problems.append(
+            Finding(
+                "total-size",
+                f"the index's total_size is {total!r}, but the tensors hold {actual:,} bytes",
+            )
+        )
+    return tensors, problems
+
+
+def _bad_index(path: Path, problem: str) -> NoReturn:
+    raise HeaderError("InvalidIndex", f"{path}: {problem}")

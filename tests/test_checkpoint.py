@@ -1,0 +1,218 @@
+"""Sharded checkpoints: index files, directories, and their consistency."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import build, tensor
+
+from safetensors_header import HeaderError
+from safetensors_header._checkpoint import read_checkpoint
+
+
+def shard(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
+    """A valid file holding the given tensors, packed in this order."""
+    sizes = {"F32": 4, "U8": 1, "BF16": 2}
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        count = 1
+        for dim in shape:
+            count *= dim
+        header[name] = tensor(dtype, shape, offset, offset + count * sizes[dtype])
+        offset += count * sizes[dtype]
+    return build(header, offset, pad=True)
+
+
+SHARDS = {
+    "model-00001-of-00002.safetensors": {"embed": ("F32", [4, 2]), "l0.w": ("BF16", [2, 2])},
+    "model-00002-of-00002.safetensors": {"l1.w": ("BF16", [2, 2]), "head": ("U8", [3])},
+}
+
+
+def write(
+    folder: Path,
+    *,
+    shards: dict[str, dict[str, tuple[str, list[int]]]] = SHARDS,
+    weight_map: dict[str, str] | None = None,
+    metadata: Any = None,
+    index_name: str = "model.safetensors.index.json",
+) -> Path:
+    for name, tensors in shards.items():
+        (folder / name).write_bytes(shard(tensors))
+    if weight_map is None:
+        weight_map = {t: name for name, tensors in shards.items() for t in tensors}
+    if metadata is None:
+        metadata = {"total_size": 32 + 8 + 8 + 3}
+    index = folder / index_name
+    index.write_text(json.dumps({"metadata": metadata, "weight_map": weight_map}))
+    return index
+
+
+def test_a_consistent_checkpoint(tmp_path: Path) -> None:
+    index = write(tmp_path)
+    for source in (index, str(index), tmp_path):
+        checkpoint = read_checkpoint(source)
+        assert list(checkpoint.files) == list(SHARDS)
+        assert checkpoint.weight_map["head"] == "model-00002-of-00002.safetensors"
+        assert checkpoint.metadata == {"total_size": 51}
+        assert list(checkpoint.tensors) == ["embed", "l0.w", "l1.w", "head"]
+        assert checkpoint.problems == ()
+        assert checkpoint.parameters == 8 + 4 + 4 + 3
+        assert checkpoint.nbytes == 51
+        totals = checkpoint.by_dtype()
+        assert list(totals) == ["BF16", "F32", "U8"]
+        assert (totals["BF16"].tensors, totals["BF16"].parameters, totals["BF16"].nbytes) == (
+            2,
+            8,
+            16,
+        )
+        head = checkpoint.tensors["head"]
+        data = (tmp_path / checkpoint.weight_map["head"]).read_bytes()
+        assert len(data[head.start : head.end]) == 3
+
+
+def test_a_single_file_and_a_directory_holding_one(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(shard({"a": ("U8", [2])}))
+    for source in (tmp_path, tmp_path / "model.safetensors"):
+        checkpoint = read_checkpoint(source)
+        assert list(checkpoint.files) == ["model.safetensors"]
+        assert dict(checkpoint.weight_map) == {"a": "model.safetensors"}
+        assert checkpoint.metadata is None
+
+
+def test_diffusers_names(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        shards={"diffusion_pytorch_model-00001-of-00001.safetensors": {"a": ("U8", [2])}},
+        index_name="diffusion_pytorch_model.safetensors.index.json",
+        metadata={"total_size": 2},
+    )
+    assert list(read_checkpoint(tmp_path).tensors) == ["a"]
+
+
+def test_an_empty_directory_names_what_it_looked_for(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"model\.safetensors\.index\.json"):
+        read_checkpoint(tmp_path)
+
+
+def test_a_missing_shard_names_the_file(tmp_path: Path) -> None:
+    index = write(tmp_path)
+    (tmp_path / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(FileNotFoundError) as info:
+        read_checkpoint(index)
+    assert info.value.filename == str(tmp_path / "model-00002-of-00002.safetensors")
+
+
+def test_a_tensor_missing_from_its_shard(tmp_path: Path) -> None:
+    weight_map = {t: n for n, ts in SHARDS.items() for t in ts}
+    weight_map["ghost"] = "model-00001-of-00002.safetensors"
+    with pytest.raises(HeaderError, match="'ghost'") as info:
+        read_checkpoint(write(tmp_path, weight_map=weight_map))
+    assert (info.value.kind, info.value.tensor) == ("IndexMismatch", "ghost")
+
+
+def test_a_tensor_in_the_wrong_shard(tmp_path: Path) -> None:
+    weight_map = {t: n for n, ts in SHARDS.items() for t in ts}
+    weight_map["head"] = "model-00001-of-00002.safetensors"
+    with pytest.raises(HeaderError) as info:
+        read_checkpoint(write(tmp_path, weight_map=weight_map))
+    assert info.value.kind == "IndexMismatch"
+
+
+def test_a_tensor_in_two_shards(tmp_path: Path) -> None:
+    shards = {
+        "a.safetensors": {"x": ("U8", [1]), "y": ("U8", [1])},
+        "b.safetensors": {"y": ("U8", [1])},
+    }
+    weight_map = {"x": "a.safetensors", "y": "b.safetensors"}
+    with pytest.raises(HeaderError, match="in two shards") as info:
+        read_checkpoint(write(tmp_path, shards=shards, weight_map=weight_map))
+    assert (info.value.kind, info.value.tensor) == ("IndexMismatch", "y")
+
+
+def test_unlisted_tensor_and_total_size_are_problems_or_errors(tmp_path: Path) -> None:
+    weight_map = {t: n for n, ts in SHARDS.items() for t in ts}
+    del weight_map["l1.w"]
+    index = write(tmp_path, weight_map=weight_map, metadata={"total_size": 50})
+    checkpoint = read_checkpoint(index)
+    assert [problem.code for problem in checkpoint.problems] == ["unlisted-tensor", "total-size"]
+    assert checkpoint.problems[0].tensor == "l1.w"
+    assert "l1.w" in checkpoint.tensors
+    with pytest.raises(HeaderError, match="total_size") as info:
+        read_checkpoint(index, strict=True)
+    assert info.value.kind == "IndexMismatch"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../model.safetensors",
+        "/etc/passwd",
+        "a/../../b.safetensors",
+        "https://x/y.safetensors",
+        "..\\x.safetensors",
+        "",
+        "a\0b",
+    ],
+)
+def test_shard_names_outside_the_directory_are_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / "index.json").write_text(json.dumps({"weight_map": {"a": name}}))
+    with pytest.raises(HeaderError, match="not a file name inside") as info:
+        read_checkpoint(tmp_path / "index.json")
+    assert info.value.kind == "InvalidIndex"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "not a JSON document"),
+        ("[]", "expected a JSON object"),
+        ('{"metadata": {}}', 'no "weight_map" object'),
+        ('{"weight_map": []}', 'no "weight_map" object'),
+        ('{"weight_map": {"a": 1}}', "strings"),
+        ('{"weight_map": {}, "metadata": 3}', '"metadata" must be an object'),
+        (b"\xff\xfe", "not a JSON document"),
+    ],
+)
+def test_invalid_indexes(tmp_path: Path, text: str | bytes, problem: str) -> None:
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(HeaderError, match=problem) as info:
+        read_checkpoint(tmp_path)
+    assert info.value.kind == "InvalidIndex"
+
+
+def test_a_bad_shard_raises_its_own_kind(tmp_path: Path) -> None:
+    index = write(tmp_path)
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(b"version https://git-lfs")
+    with pytest.raises(HeaderError) as info:
+        read_checkpoint(index)
+    assert info.value.kind == "HeaderTooLarge"
+    assert info.value.hint is not None
+
+
+def test_an_index_of_500000_tensors(tmp_path: Path) -> None:
+    count, shards = 500_000, 50
+    per = count // shards
+    names = [f"model.layers.{i // 10}.mlp.experts.{i % 10}.weight" for i in range(count)]
+    weight_map = {}
+    for s in range(shards):
+        file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        chunk = names[s * per : (s + 1) * per]
+        header = {n: tensor("U8", [1], i, i + 1) for i, n in enumerate(chunk)}
+        (tmp_path / file).write_bytes(build(header, per))
+        weight_map.update(dict.fromkeys(chunk, file))
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": count}, "weight_map": weight_map}))
+    assert index.stat().st_size > 30_000_000
+    start = time.perf_counter()
+    checkpoint = read_checkpoint(index)
+    elapsed = time.perf_counter() - start
+    assert len(checkpoint.tensors) == count
+    assert checkpoint.problems == ()
+    print(f"500,000-entry index ({index.stat().st_size:,} bytes): {elapsed:.2f} s")
