@@ -1,4 +1,4 @@
-"""A pure-Python, zero-dependency, reference-exact parser for safetensors headers.
+"""A pure-Python, zero-dependency, reference-exact parser (and writer) of safetensors headers.
 
     >>> from safetensors_header import read_header
     >>> header = read_header("model.safetensors")  # doctest: +SKIP
@@ -17,6 +17,7 @@ from ._errors import KINDS, HeaderError
 from ._header import Header, TensorInfo
 from ._parser import MAX_HEADER_SIZE, parse_header
 from ._sources import read_header
+from ._writer import encode_header, update_metadata, write_file
 
 __all__ = [
     "DTYPE_BITS",
@@ -31,9 +32,12 @@ __all__ = [
     "TensorInfo",
     "__version__",
     "audit_header",
+    "encode_header",
     "parse_header",
     "read_checkpoint",
     "read_header",
+    "update_metadata",
+    "write_file",
 ]
 
 __version__ = "0.1.0.dev0"

@@ -1,0 +1,518 @@
+"""Writing headers and files, byte for byte as the reference writes them.
+
+The layout is the reference's (``prepare`` and ``impl Serialize for Metadata`` in
+``safetensors/src/tensor.rs``; format-rules.md section 5): tensors ordered by dtype, largest
+enum value first, then by name; data offsets packed from 0; compact JSON with
+``__metadata__`` first; spaces up to a multiple of 8 bytes.
+
+The format's rules are not re-implemented here: the arguments are checked for type and range
+(so that messages speak of them), then every header is checked by `parse_header` before a byte
+reaches the disk, so that a writer error has the kind the reader would give the file.
+Two reference bugs are avoided: ``serialize({}, metadata={})`` writes
+``{},"__metadata__":{}}`` and a tensor named ``__metadata__`` is written as metadata; no reader
+opens either file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import re
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import index
+from typing import TYPE_CHECKING, BinaryIO, Final, TypeGuard
+
+from ._dtypes import DTYPE_BITS
+from ._errors import HeaderError
+from ._header import HEADER_LENGTH_SIZE, Header
+from ._parser import MAX_HEADER_SIZE, parse_header
+from ._sources import read_header
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, StrPath
+
+__all__ = ["encode_header", "update_metadata", "write_file"]
+
+_U64_MAX: Final = 2**64 - 1  # shapes and offsets are u64 (usize) in the reference
+_METADATA_KEY: Final = "__metadata__"
+_ALIGNMENT: Final = 8  # the reference pads the header with spaces to a multiple of 8
+_CHUNK = 16 * 2**20  # bytes per read when copying a data buffer into a new file
+# The reference's writer refuses headers its reader would refuse (HeaderTooLarge); a name of
+# its own so that tests can lower it.
+_MAX_HEADER_SIZE = MAX_HEADER_SIZE
+# Sort key: the reference sorts by `Dtype` descending (its derived Ord is the enum order,
+# which is DTYPE_BITS' order), then by name. Rust compares names as UTF-8 bytes, which is
+# code-point order, Python's str order.
+_DTYPE_RANK: Final = {dtype: -rank for rank, dtype in enumerate(DTYPE_BITS)}
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+_Row = tuple[str, str, tuple[int, ...], int, int]  # name, dtype, shape, begin, end
+
+
+def encode_header(
+    tensors: Mapping[str, tuple[str, Sequence[int]]],
+    /,
+    metadata: Mapping[str, str] | None = None,
+) -> bytes:
+    """The first ``8 + N`` bytes of the safetensors file that holds these tensors.
+
+    Args:
+        tensors: Tensor name -> ``(dtype, shape)``: ``dtype`` a key of ``DTYPE_BITS`` (e.g.
+            ``"BF16"``), ``shape`` the dimensions as the header records them (element counts,
+            so an ``F4`` tensor of 6 values has shape ``[6]``, 3 bytes).
+        metadata: The ``__metadata__`` map, written first; ``{}`` is written as an empty map,
+            ``None`` writes none. Keys are written in the mapping's order (the reference's
+            order is random when there are two or more).
+
+    Returns:
+        The 8-byte little-endian length N and the N bytes of padded JSON, exactly as the
+        reference (``safetensors.serialize``) lays them out. The data buffer that follows is
+        the tensors' bytes in the header's order. To learn that order and every tensor's
+        offsets, parse the result: ``parse_header(encoded).tensors`` is in data order, with
+        ``start``/``end`` (absolute file offsets), ``nbytes`` and ``data_offsets``.
+
+    Raises:
+        HeaderError: The file could not be read back; ``kind`` is what the reader would
+            report: ``InvalidHeaderDeserialization`` (unknown dtype, a dimension outside
+            0..2^64-1, a tensor named ``__metadata__``), ``InvalidHeader`` (a lone surrogate,
+            which UTF-8 cannot hold), ``ValidationOverflow``, ``MisalignedSlice`` (e.g.
+            ``F4`` with an odd element count), ``HeaderTooLarge`` (N above 10^8).
+        TypeError: An argument of the wrong Python type (names, dtypes, metadata keys and
+            values must be ``str``; dimensions integers).
+    """
+    specs = [_spec(name, value, arity=2) for name, value in _items(tensors)]
+    rows = _layout([(name, dtype, dims, _nbytes(dtype, dims)) for name, dtype, dims, _ in specs])
+    encoded = _frame(_json(rows, _checked_metadata(metadata)))
+    _validated(encoded, rows)
+    return encoded
+
+
+def write_file(
+    path: StrPath,
+    tensors: Mapping[str, tuple[str, Sequence[int], ReadableBuffer]],
+    /,
+    metadata: Mapping[str, str] | None = None,
+) -> Header:
+    """Write a safetensors file, byte for byte what the reference writes.
+
+    Args:
+        path: Where to write. An existing file is replaced (through a symbolic link, the
+            file it points to), keeping its permission bits; a new one gets the usual
+            ``0o666 & ~umask``.
+        tensors: Tensor name -> ``(dtype, shape, data)``: ``dtype`` and ``shape`` as for
+            `encode_header`; ``data`` any C-contiguous bytes-like object (``bytes``,
+            ``bytearray``, ``memoryview``, a numpy array, ``array.array``...) holding the
+            tensor's little-endian bytes, exactly dtype size x element count of them.
+        metadata: As for `encode_header`.
+
+    Every size is checked before anything is written. The data is then streamed buffer by
+    buffer, in the header's order and without copies, into a temporary file in the same
+    directory, which is flushed to disk and renamed over ``path``: a failure at any point
+    leaves ``path`` as it was and no temporary file behind.
+
+    Returns:
+        The file's `Header`, as `read_header` would return it.
+
+    Raises:
+        HeaderError: As for `encode_header`, and ``TensorInvalidInfo`` when a buffer's length
+            is not what its dtype and shape need. Nothing has been written.
+        TypeError: As for `encode_header`; also a buffer that is not bytes-like, not
+            C-contiguous, or explicitly big-endian (byte-swap it first).
+        OSError: The file could not be written (``path`` is then unchanged).
+    """
+    with contextlib.ExitStack() as views:
+        specs = [_spec(name, value, arity=3) for name, value in _items(tensors)]
+        entries = [
+            (name, dtype, dims, views.enter_context(_bytes_of(name, data)))
+            for name, dtype, dims, data in specs
+        ]
+        # Like the reference, lay the buffers out by their own lengths: the reader's checks
+        # on the header then report any buffer whose length disagrees with dtype x shape.
+        rows = _layout([(name, dtype, dims, view.nbytes) for name, dtype, dims, view in entries])
+        encoded = _frame(_json(rows, _checked_metadata(metadata)))
+        try:
+            header = _validated(encoded, rows)
+        except HeaderError as error:
+            raise _buffer_error(error, entries) from None
+        order = sorted(entries, key=_order)
+        target = os.path.realpath(path)
+        with _replacing(target, mode=_mode_of(target)) as file:
+            _write_all(file, encoded)
+            for _, _, _, view in order:
+                _write_all(file, view)
+    return header
+
+
+def update_metadata(
+    path: StrPath, metadata: Mapping[str, str] | None, /, *, in_place: bool = True
+) -> Header:
+    """Replace a file's ``__metadata__``; the tensors' bytes never change.
+
+    Args:
+        path: A safetensors file (through a symbolic link, the file it points to). It is
+            validated with `read_header` first.
+        metadata: The new ``__metadata__`` map; ``{}`` writes an empty map, ``None`` removes
+            it. Keys are written in the mapping's order.
+        in_place: When the new header fits in the old one's N bytes, overwrite just the
+            header, padded with spaces to the old length, so that the data does not move (the
+            header may then end in more than 7 spaces, which every reader accepts). If
+            False, or when it does not fit, write a new file with the reference's layout and
+            rename it over ``path``, copying the data buffer in chunks.
+
+    Failures: validation errors come before any write. In place, the header is overwritten
+    with one write call and synced; if that raises, the old header bytes are written back
+    before the error propagates. That covers every failure Python sees, but a power loss or
+    kernel crash during that single write could tear the header (the data is untouched).
+    ``in_place=False`` survives those too: the original stays in place until the fully
+    written and synced new file is atomically renamed over it (which gives the file a new
+    inode, breaks hard links and needs a writable directory; permission bits are kept).
+    In place needs write permission on the file.
+
+    Returns:
+        The new `Header`, as `read_header` would return it.
+
+    Raises:
+        HeaderError: The file is not a valid safetensors file, or the new header would not
+            be valid (see `encode_header`). Nothing has been written.
+        TypeError: ``metadata`` is not a mapping of ``str`` to ``str`` (or ``None``).
+        OSError: The file could not be read or written; it is then unchanged.
+    """
+    new_metadata = _checked_metadata(metadata)
+    target = os.path.realpath(path)
+    with open(target, "r+b" if in_place else "rb", buffering=0) as file:
+        old = read_header(file)
+        rows = [(t.name, t.dtype, t.shape, *t.data_offsets) for t in old.tensors.values()]
+        body = _json(rows, new_metadata)
+        if in_place and len(body) <= old.header_size:
+            encoded = _frame(body, old.header_size)
+            header = _validated(encoded, rows)
+            file.seek(HEADER_LENGTH_SIZE)
+            previous = b"".join(_chunks(file, old.header_size))
+            if previous != encoded[HEADER_LENGTH_SIZE:]:
+                _overwrite(file, HEADER_LENGTH_SIZE, encoded[HEADER_LENGTH_SIZE:], previous)
+            return header
+        encoded = _frame(body)
+        header = _validated(encoded, rows)
+        with _replacing(target, mode=stat.S_IMODE(os.fstat(file.fileno()).st_mode)) as out:
+            _write_all(out, encoded)
+            file.seek(old.data_start)
+            for chunk in _chunks(file, old.data_size):
+                _write_all(out, chunk)
+            file.close()  # before the rename: Windows cannot replace an open file
+    return header
+
+
+# --- checking the arguments ---------------------------------------------------------------
+
+
+def _items(tensors: object) -> Iterable[tuple[object, object]]:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(
+            f"tensors must be a mapping of name to tensor, not {type(tensors).__name__}"
+        )
+    return tensors.items()
+
+
+def _spec(name: object, value: object, *, arity: int) -> tuple[str, str, tuple[int, ...], object]:
+    """name, dtype, shape and (for arity 3) data, checked for type and range."""
+    if not isinstance(name, str):
+        raise TypeError(f"tensor names must be str, not {type(name).__name__}: {name!r}")
+    if name == _METADATA_KEY:
+        # The reference writes such a tensor as if it were the metadata: no reader opens it.
+        raise HeaderError(
+            "InvalidHeaderDeserialization",
+            "'__metadata__' cannot name a tensor: it is the header's key for the metadata",
+            tensor=name,
+        )
+    if not _is_sequence(value) or len(value) != arity:
+        wanted = "(dtype, shape)" if arity == 2 else "(dtype, shape, data)"
+        raise TypeError(f"tensor {name!r}: expected a tuple {wanted}, not {value!r:.60}")
+    dtype = value[0]
+    if not isinstance(dtype, str):
+        raise TypeError(f"tensor {name!r}: dtype must be a str, not {type(dtype).__name__}")
+    if dtype not in _DTYPE_RANK:
+        raise HeaderError(
+            "InvalidHeaderDeserialization",
+            f"tensor {name!r}: unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BITS)}",
+            tensor=name,
+        )
+    return name, dtype, _dims(name, value[1]), value[2] if arity == 3 else None
+
+
+def _is_sequence(value: object) -> TypeGuard[Sequence[object]]:
+    """A tuple, a list or another sequence, but not a string."""
+    # Concrete types first: for many tensors the ABC check would cost more than all the rest.
+    return isinstance(value, (tuple, list)) or (
+        isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+    )
+
+
+def _dims(name: str, shape: object) -> tuple[int, ...]:
+    if isinstance(shape, (tuple, list)) and all(type(dim) is int for dim in shape):
+        dims: tuple[int, ...] = tuple(shape)  # the usual case, checked at C speed
+    else:
+        dims = _converted_dims(name, shape)
+    if dims and (min(dims) < 0 or max(dims) > _U64_MAX):
+        culprit = next(dim for dim in dims if not 0 <= dim <= _U64_MAX)
+        raise HeaderError(
+            "InvalidHeaderDeserialization",
+            f"tensor {name!r}: dimensions must be in 0..2^64-1, found {culprit}",
+            tensor=name,
+        )
+    return dims
+
+
+def _converted_dims(name: str, shape: object) -> tuple[int, ...]:
+    """Any iterable of integers (numpy integers too, not bools or floats) as a tuple of ints."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise TypeError(f"tensor {name!r}: shape must be a sequence of integers, not {shape!r:.60}")
+    dims = []
+    for dim in shape:
+        if isinstance(dim, bool):
+            raise TypeError(f"tensor {name!r}: shape must hold integers, not {dim!r}")
+        try:
+            dims.append(index(dim))
+        except TypeError:
+            raise TypeError(
+                f"tensor {name!r}: shape must hold integers, not {type(dim).__name__} {dim!r}"
+            ) from None
+    return tuple(dims)
+
+
+def _checked_metadata(metadata: object) -> dict[str, str] | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise TypeError(
+            f"metadata must be a mapping of str to str or None, not {type(metadata).__name__}"
+        )
+    copy = dict(metadata)
+    for key, value in copy.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(
+                f"metadata keys and values must be str, found {key!r}: {type(value).__name__}"
+            )
+    return copy
+
+
+def _bytes_of(name: str, data: object) -> memoryview:
+    """The buffer's bytes as a flat memoryview (no copy); the caller releases it."""
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"tensor {name!r}: data must be a bytes-like object (bytes, bytearray, memoryview, "
+            f"a numpy array...), not {type(data).__name__}"
+        ) from None
+    with view:
+        if not view.c_contiguous:
+            raise TypeError(
+                f"tensor {name!r}: data is not C-contiguous (row-major); pass a contiguous "
+                "copy, e.g. numpy.ascontiguousarray(array)"
+            )
+        if view.format.startswith((">", "!")):
+            raise TypeError(
+                f"tensor {name!r}: data holds big-endian values ({view.format!r}), and "
+                "safetensors stores little-endian ones; byte-swap it first"
+            )
+        # raw() is a flat byte view of any contiguous buffer, whatever its format; a
+        # memoryview's cast("B") only works from native single-character formats.
+        buffer = pickle.PickleBuffer(data)  # type: ignore[arg-type]
+        raw = buffer.raw()
+        buffer.release()
+    return raw
+
+
+# --- layout and encoding --------------------------------------------------------------------
+
+
+def _nbytes(dtype: str, dims: tuple[int, ...]) -> int:
+    """The bytes dtype x shape needs, or 0 when that is not a valid size.
+
+    The 0 is a placeholder: `parse_header` then finds the overflow (ValidationOverflow) or
+    the partial byte (MisalignedSlice) and reports it as the reader would.
+    """
+    count = 1
+    for dim in dims:
+        count *= dim
+        if count > _U64_MAX:
+            return 0
+    bits = count * DTYPE_BITS[dtype]
+    return bits // 8 if bits <= _U64_MAX and bits % 8 == 0 else 0
+
+
+def _order(entry: tuple[str, str, object, object]) -> tuple[int, str]:
+    return _DTYPE_RANK[entry[1]], entry[0]
+
+
+def _layout(entries: list[tuple[str, str, tuple[int, ...], int]]) -> list[_Row]:
+    """The reference's order, with data offsets packed from 0."""
+    rows = []
+    offset = 0
+    for name, dtype, dims, size in sorted(entries, key=_order):
+        rows.append((name, dtype, dims, offset, offset + size))
+        offset += size
+    if offset > _U64_MAX:
+        raise HeaderError(
+            "ValidationOverflow",
+            f"the tensors need {offset:,} bytes in all, more than 2^64-1",
+        )
+    return rows
+
+
+def _json(rows: Sequence[_Row], metadata: dict[str, str] | None) -> bytes:
+    """The header's JSON as the reference writes it, unpadded.
+
+    json.dumps compact, ensure_ascii=False, escapes strings exactly as serde_json does:
+    ``\\"``, ``\\\\``, ``\\b \\f \\n \\r \\t``, other controls as ``\\u00XX`` (lowercase),
+    everything else (DEL, U+2028, non-ASCII) as itself.
+    """
+    # `__metadata__` first when present, even empty: the reference's bug is writing `{}`
+    # before it when there are no tensors.
+    document: dict[str, object] = {} if metadata is None else {_METADATA_KEY: metadata}
+    for name, dtype, dims, begin, end in rows:
+        document[name] = {"dtype": dtype, "shape": dims, "data_offsets": (begin, end)}
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise _surrogate_error(rows, metadata) from None
+
+
+def _surrogate_error(rows: Sequence[_Row], metadata: dict[str, str] | None) -> HeaderError:
+    """Name the string that UTF-8 could not encode (only lone surrogates fail)."""
+    strings: list[tuple[str | None, str]] = [(name, name) for name, *_ in rows]
+    strings += [(None, string) for item in (metadata or {}).items() for string in item]
+    tensor, culprit = next(item for item in strings if _SURROGATE.search(item[1]))
+    return HeaderError(
+        "InvalidHeader",
+        f"the string {culprit[:40]!r} holds a lone surrogate, which UTF-8 (and so a "
+        "safetensors header) cannot hold",
+        tensor=tensor,
+    )
+
+
+def _frame(body: bytes, size: int | None = None) -> bytes:
+    """The length prefix, the JSON and its padding: to ``size``, or to a multiple of 8."""
+    if size is None:
+        size = len(body) + -len(body) % _ALIGNMENT
+    if size > _MAX_HEADER_SIZE:
+        raise HeaderError(
+            "HeaderTooLarge",
+            f"the header would be {size:,} bytes, above the limit of {_MAX_HEADER_SIZE:,} "
+            "that the reference reads",
+        )
+    return size.to_bytes(HEADER_LENGTH_SIZE, "little") + body + b" " * (size - len(body))
+
+
+def _validated(encoded: bytes, rows: Sequence[_Row]) -> Header:
+    """The reader's verdict on the file these bytes would start."""
+    data_size = rows[-1][4] if rows else 0
+    return parse_header(encoded, file_size=len(encoded) + data_size)
+
+
+def _buffer_error(
+    error: HeaderError, entries: Sequence[tuple[str, str, tuple[int, ...], memoryview]]
+) -> HeaderError:
+    """Restate the reader's size error in terms of the data given, not data_offsets."""
+    if error.kind != "TensorInvalidInfo":
+        return error
+    name, dtype, dims, view = next(entry for entry in entries if entry[0] == error.tensor)
+    return HeaderError(
+        error.kind,
+        f"tensor {name!r}: dtype {dtype} and shape [{', '.join(map(str, dims))}] need "
+        f"{_nbytes(dtype, dims):,} bytes, but its data has {view.nbytes:,} bytes",
+        tensor=name,
+    )
+
+
+# --- I/O ------------------------------------------------------------------------------------
+
+
+def _write_all(file: BinaryIO, data: bytes | memoryview) -> None:
+    """Write every byte: a raw file may write fewer than asked, and says how many."""
+    with memoryview(data) as view, view.cast("B") as flat:
+        done = 0
+        while done < len(flat):
+            written = file.write(flat[done:])
+            if not written:
+                raise OSError(f"the write stopped after {done:,} of {len(flat):,} bytes")
+            done += written
+
+
+def _chunks(file: BinaryIO, count: int) -> Iterator[bytes]:
+    """The next ``count`` bytes of ``file``, at most `_CHUNK` at a time."""
+    while count > 0:
+        chunk = file.read(min(count, _CHUNK))
+        if not chunk:
+            raise HeaderError(
+                "MetadataIncompleteBuffer",
+                f"the file ended {count:,} bytes early: was it truncated while being updated?",
+            )
+        count -= len(chunk)
+        yield chunk
+
+
+def _overwrite(file: BinaryIO, offset: int, new: bytes, old: bytes) -> None:
+    """Write ``new`` at ``offset`` and sync; if that fails, write ``old`` back and re-raise."""
+    try:
+        file.seek(offset)
+        _write_all(file, new)
+        os.fsync(file.fileno())
+    except BaseException:
+        # A failed or interrupted write (an error, KeyboardInterrupt) must not leave a torn
+        # header behind; the bytes it replaced are in hand.
+        with contextlib.suppress(OSError):
+            file.seek(offset)
+            _write_all(file, old)
+            os.fsync(file.fileno())
+        raise
+
+
+def _mode_of(path: str) -> int | None:
+    """The permission bits of an existing file, to keep them when it is replaced."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+@contextlib.contextmanager
+def _replacing(target: str, *, mode: int | None) -> Iterator[BinaryIO]:
+    """A new file in ``target``'s directory that replaces ``target`` if the block succeeds.
+
+    It is synced before the rename, so that after a crash ``target`` is either the old file
+    or the complete new one; on any exception it is removed and ``target`` is untouched.
+    """
+    directory, base = os.path.split(target)
+    temp = os.path.join(directory, f".{base}.{os.urandom(8).hex()}.tmp")
+    # O_EXCL: never reuse a file someone else made. Mode 0o666 lets the umask decide, as for
+    # any new file (mkstemp would give 0o600).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(temp, flags, 0o666)
+    try:
+        with open(fd, "wb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _sync_directory(directory)
+
+
+def _sync_directory(directory: str) -> None:
+    """Make the rename itself durable (POSIX); best effort, the data is already synced."""
+    with contextlib.suppress(OSError):  # e.g. Windows cannot open a directory
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
