@@ -22,10 +22,10 @@ from ._writer import encode_header, update_metadata, write_file
 __all__ = [
     "DTYPE_BITS",
     "FINDING_CODES",
-    "Checkpoint",
-    "DtypeTotal",
     "KINDS",
     "MAX_HEADER_SIZE",
+    "Checkpoint",
+    "DtypeTotal",
     "Finding",
     "Header",
     "HeaderError",
