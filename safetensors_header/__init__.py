@@ -10,14 +10,47 @@ Rust core of the ``safetensors`` package. `HeaderError` is the only exception ra
 input.
 """
 
-from ._audit import FINDING_CODES, Finding, audit_header
-from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
+from typing import TYPE_CHECKING
+
 from ._dtypes import DTYPE_BITS
 from ._errors import KINDS, HeaderError
 from ._header import Header, TensorInfo
 from ._parser import MAX_HEADER_SIZE, parse_header
 from ._sources import read_header
-from ._writer import encode_header, update_metadata, write_file
+
+if TYPE_CHECKING:
+    from ._audit import FINDING_CODES, Finding, audit_header
+    from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
+    from ._writer import encode_header, update_metadata, write_file
+
+# The audit, the checkpoint reader and the writer load on first use, so that reading one
+# header (and the command line's cold start) pays only for the core.
+_LAZY = {
+    "FINDING_CODES": "_audit",
+    "Finding": "_audit",
+    "audit_header": "_audit",
+    "Checkpoint": "_checkpoint",
+    "DtypeTotal": "_checkpoint",
+    "read_checkpoint": "_checkpoint",
+    "encode_header": "_writer",
+    "update_metadata": "_writer",
+    "write_file": "_writer",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "DTYPE_BITS",

@@ -13,12 +13,14 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from ._audit import Finding, audit_header
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
 from ._sources import read_header
+
+if TYPE_CHECKING:
+    from ._audit import Finding
 
 __all__ = ["main"]
 
@@ -231,6 +233,8 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _audit_file(source: str, header: Header) -> list[Finding]:
+    from ._audit import audit_header  # only --strict needs it
+
     with open(source, "rb") as file:
         prefix = file.read(header.data_start)
     return audit_header(prefix, file_size=header.file_size)
