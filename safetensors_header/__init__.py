@@ -16,6 +16,7 @@ from ._dtypes import DTYPE_BITS
 from ._errors import KINDS, HeaderError
 from ._header import Header, TensorInfo
 from ._parser import MAX_HEADER_SIZE, parse_header
+from ._remote import RemoteError
 from ._sources import read_header
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
+
 __all__ = [
     "DTYPE_BITS",
     "FINDING_CODES",
@@ -62,6 +64,7 @@ __all__ = [
     "Finding",
     "Header",
     "HeaderError",
+    "RemoteError",
     "TensorInfo",
     "__version__",
     "audit_header",

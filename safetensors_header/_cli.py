@@ -7,6 +7,7 @@ every source was read (and, for ``validate``, is valid), 1 when any was not, 2 f
 from __future__ import annotations
 
 import argparse
+import errno
 import fnmatch
 import json
 import os
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
+from ._remote import is_url
 from ._sources import read_header
 
 if TYPE_CHECKING:
@@ -235,6 +237,8 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 def _audit_file(source: str, header: Header) -> list[Finding]:
     from ._audit import audit_header  # only --strict needs it
 
+    if is_url(source):
+        raise OSError(errno.EOPNOTSUPP, "the strict audit reads local files only")
     with open(source, "rb") as file:
         prefix = file.read(header.data_start)
     return audit_header(prefix, file_size=header.file_size)

@@ -21,7 +21,8 @@ _CHUNK = 16 * 2**20
 
 
 class _Readable(Protocol):
-    def read(self, size: int = ..., /) -> bytes | None: ...
+    # Any buffer of bytes: fsspec returns bytes, obstore its own Bytes type.
+    def read(self, size: int = ..., /) -> object: ...
 
 
 #: What `read_header` accepts: a path, a bytes-like object, or a binary file object.
@@ -160,13 +161,17 @@ def _read_exactly(file: _Readable, count: int) -> bytes:
     """
     chunks: list[bytes] = []
     while count > 0:
-        chunk = file.read(min(count, _CHUNK))
+        chunk: object = file.read(min(count, _CHUNK))
         if not chunk:
             break
-        if not isinstance(chunk, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"read_header() needs a binary file object; read() returned {type(chunk).__name__}"
-            )
-        chunks.append(bytes(chunk))
+        if not isinstance(chunk, bytes):
+            try:  # bytearray, memoryview, obstore's Bytes, ...: any buffer of bytes
+                chunk = memoryview(chunk).tobytes()  # type: ignore[arg-type]
+            except TypeError:
+                raise TypeError(
+                    "read_header() needs a binary file object; "
+                    f"read() returned {type(chunk).__name__}"
+                ) from None
+        chunks.append(chunk)
         count -= len(chunk)
     return b"".join(chunks)

@@ -47,6 +47,7 @@ def test_public_names() -> None:
         "audit_header",
         "KINDS",
         "MAX_HEADER_SIZE",
+        "RemoteError",
         "Header",
         "HeaderError",
         "TensorInfo",

@@ -1,0 +1,774 @@
+"""read_header over HTTP(S), against a real server on loopback; and fsspec/obstore-like files.
+
+The server (standard library only) counts every request and every body byte it sends, so the
+tests assert the cost of a read, not only its result.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import http.server
+import io
+import pickle
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import build, tensor
+
+from safetensors_header import HeaderError, read_header
+from safetensors_header import _remote as remote
+from safetensors_header._remote import FIRST_READ, RemoteError
+
+SMALL_READ = 1024  # a first read that keeps the test files small
+
+
+def with_header_size(n: int, data: int = 16) -> bytes:
+    """A valid file whose header is exactly `n` bytes (the JSON, then spaces)."""
+    text = '{"a":' + f'{{"dtype":"U8","shape":[{data}],"data_offsets":[0,{data}]}}}}'
+    assert len(text) <= n
+    return build(text + " " * (n - len(text)), data)
+
+
+GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)
+
+
+@dataclass
+class Hit:
+    """One request as the server saw it."""
+
+    path: str
+    host: str
+    range: str | None
+    authorization: str | None
+    cookie: str | None
+    if_range: str | None
+    status: int = 0
+    sent: int = 0  # body bytes written to the socket before the handler finished
+
+
+@dataclass
+class Site:
+    """The server's state; tests set `files`, `mode` and `failures`, and read `hits`."""
+
+    port: int = 0
+    files: dict[str, bytes] = field(default_factory=dict)
+    # How Range is answered: "range" (honoured), "ignore" (200, whole body, slowly), "star"
+    # (206 with an unknown total), "bad-range" (Content-Range off by one byte), "bare-416"
+    # (416 without Content-Range for every ranged request), "gzip" (a Content-Encoding),
+    # "no-content-range" (a 206 without one), "bad-length" (Content-Length one byte short).
+    mode: str = "range"
+    # Faults for the next requests, one per request: an HTTP status, "close" (half the body,
+    # then the connection is closed) or "stall" (no answer for a second).
+    failures: list[int | str] = field(default_factory=list)
+    send_length: bool = True  # Content-Length on a 200
+    send_etag: bool = True
+    replace_after_first: dict[str, bytes] = field(default_factory=dict)  # from request 2 on
+    hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
+    finished: int = 0  # handlers done (their `sent` and `status` are final)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}/{path}"
+
+    def done(self, count: int) -> list[Hit]:
+        """The hits, once `count` handlers have finished."""
+        deadline = time.monotonic() + 5
+        while self.finished < count and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return list(self.hits)
+
+    @property
+    def sent(self) -> int:
+        return sum(hit.sent for hit in self.hits)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        site = self.server.site
+        hit = Hit(
+            path=self.path,
+            host=self.headers.get("Host", ""),
+            range=self.headers.get("Range"),
+            authorization=self.headers.get("Authorization"),
+            cookie=self.headers.get("Cookie"),
+            if_range=self.headers.get("If-Range"),
+        )
+        # Logged on arrival, under the lock: a client sends its next request only after this
+        # one's answer, so `hits` is in request order even when handlers finish out of order.
+        with site.lock:
+            site.hits.append(hit)
+            fault = site.failures.pop(0) if site.failures else None
+            if len(site.hits) > 1:
+                site.files.update(site.replace_after_first)
+        try:
+            self._answer(site, hit, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up: what a stopped 200 looks like
+        finally:
+            with site.lock:
+                site.finished += 1
+
+    def _answer(self, site: Site, hit: Hit, fault: int | str | None) -> None:
+        path = self.path.split("?")[0].lstrip("/")
+        if fault == "stall":
+            time.sleep(1)
+            return self._status(hit, 503)
+        if isinstance(fault, int):
+            return self._status(hit, fault)
+        if path.startswith("status/"):
+            return self._status(hit, int(path.split("/")[1]))
+        if path.startswith("away/"):  # to another host name (same server): another origin
+            return self._redirect(hit, site.url(path.removeprefix("away/"), host="localhost"))
+        if path.startswith("here/"):  # to another path on the same origin
+            return self._redirect(hit, "/" + path.removeprefix("here/"))
+        if path not in site.files:
+            return self._status(hit, 404)
+        data = site.files[path]
+        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
+        ranged = hit.range is not None and (hit.if_range is None or hit.if_range == etag)
+        if site.mode == "ignore" or not ranged:
+            return self._whole(site, hit, data, etag)
+        match = re.fullmatch(r"bytes=(\d+)-(\d+)", hit.range or "")
+        assert match, hit.range
+        first, last = int(match[1]), int(match[2])
+        if site.mode == "bare-416" or first >= len(data):
+            hit.status = 416
+            self.send_response(416)
+            if site.mode != "bare-416":
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        last = min(last, len(data) - 1)
+        body = data[first : last + 1]
+        total = "*" if site.mode == "star" else str(len(data))
+        shift = 1 if site.mode == "bad-range" else 0
+        hit.status = 206
+        self.send_response(206)
+        if site.mode != "no-content-range":
+            self.send_header("Content-Range", f"bytes {first + shift}-{last + shift}/{total}")
+        self.send_header("Content-Length", str(len(body) - (site.mode == "bad-length")))
+        if site.send_etag:
+            self.send_header("ETag", etag)
+        if site.mode == "gzip":
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        if fault == "close":
+            body = body[: len(body) // 2]
+        self.wfile.write(body)
+        hit.sent = len(body)
+        return None
+
+    def _whole(self, site: Site, hit: Hit, data: bytes, etag: str) -> None:
+        hit.status = 200
+        self.send_response(200)
+        if site.send_length:
+            self.send_header("Content-Length", str(len(data)))
+        if site.send_etag:
+            self.send_header("ETag", etag)
+        self.end_headers()
+        # Slowly, in small chunks, so that a client that stops reading is seen to stop.
+        for start in range(0, len(data), 16384):
+            self.wfile.write(data[start : start + 16384])
+            hit.sent += len(data[start : start + 16384])
+            if len(data) > 1 << 20:
+                time.sleep(0.001)
+
+    def _status(self, hit: Hit, status: int) -> None:
+        hit.status = status
+        body = b"<html><body>no</body></html>"
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _redirect(self, hit: Hit, location: str) -> None:
+        hit.status = 302
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64  # many threads connect at once; 5 would drop SYNs (1 s retries)
+    site: Site
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up mid-body is part of the tests
+
+
+@pytest.fixture
+def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)  # loopback only, never through a proxy
+    delays: list[float] = []
+    monkeypatch.setattr(remote, "_sleep", delays.append)  # retries without waiting
+    server = Server(("127.0.0.1", 0), Handler)
+    server.site = Site(port=server.server_address[1])
+    server.site.delays = delays  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server.site
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# --- the cost of a read: requests and bytes -------------------------------------------------
+
+
+def test_small_header_is_one_request_with_the_default_first_read(site: Site) -> None:
+    data = with_header_size(100_000)  # N < 100 KB, as for 97 % of popular models
+    site.files["m.safetensors"] = data + bytes(0)
+    header = read_header(site.url("m.safetensors"))
+    assert header == read_header(data)
+    [hit] = site.done(1)
+    assert hit.range == f"bytes=0-{FIRST_READ - 1}"
+    assert hit.sent == len(data) <= FIRST_READ
+
+
+def test_large_header_is_two_requests_the_second_only_the_remainder(site: Site) -> None:
+    n = 200_000
+    data = with_header_size(n, data=300_000)
+    site.files["m.safetensors"] = data
+    header = read_header(site.url("m.safetensors"))
+    assert header == read_header(data)
+    assert header.file_size == len(data)
+    first, second = site.done(2)
+    assert first.range == f"bytes=0-{FIRST_READ - 1}"
+    assert second.range == f"bytes={FIRST_READ}-{8 + n - 1}"
+    assert (first.sent, second.sent) == (FIRST_READ, 8 + n - FIRST_READ)
+    assert site.sent == 8 + n <= FIRST_READ + n
+
+
+@pytest.mark.parametrize(
+    ("stop", "requests"),
+    [(SMALL_READ - 1, 1), (SMALL_READ, 1), (SMALL_READ + 1, 2)],
+    ids=["one-less", "equal", "one-more"],
+)
+def test_range_arithmetic_at_the_boundary(site: Site, stop: int, requests: int) -> None:
+    data = with_header_size(stop - 8)  # 8 + N == stop
+    site.files["m.safetensors"] = data
+    header = read_header(site.url("m.safetensors"), first_read=SMALL_READ)
+    assert header.data_start == stop
+    assert header == read_header(data)
+    hits = site.done(requests)
+    assert len(hits) == requests
+    assert hits[0].range == f"bytes=0-{SMALL_READ - 1}"
+    if requests == 2:
+        assert hits[1].range == f"bytes={SMALL_READ}-{SMALL_READ}"  # one byte, inclusive
+        assert hits[1].sent == 1
+    assert site.sent <= SMALL_READ + header.header_size
+
+
+def test_file_smaller_than_the_first_read(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    header = read_header(site.url("m.safetensors"))
+    assert header.file_size == len(GOOD)
+    [hit] = site.done(1)
+    assert hit.status == 206
+    assert hit.sent == len(GOOD)
+
+
+def test_content_range_total_is_the_file_size_for_the_coverage_rule(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD + b"x"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("m.safetensors"))
+    assert info.value.kind == "MetadataIncompleteBuffer"
+    site.files["n.safetensors"] = with_header_size(4000) + b"trailing"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("n.safetensors"), first_read=SMALL_READ)
+    assert info.value.kind == "MetadataIncompleteBuffer"
+
+
+def test_length_prefix_is_judged_before_a_second_request(site: Site) -> None:
+    site.files["big-n"] = with_header_size(5000)
+    site.files["lying-n"] = build("{}", n=50_000)  # 8 + N past the end of the file
+    site.files["html"] = b"<!DOCTYPE html><html>" + bytes(2000)
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("big-n"), first_read=SMALL_READ, max_header_size=4000)
+    assert info.value.kind == "HeaderTooLarge"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("lying-n"), first_read=SMALL_READ)
+    assert info.value.kind == "InvalidHeaderLength"
+    with pytest.raises(HeaderError, match="starts with b'<!DOCTYP'") as info:
+        read_header(site.url("html"), first_read=SMALL_READ)
+    assert info.value.kind == "HeaderTooLarge"
+    assert len(site.done(3)) == 3  # one request each
+
+
+def test_empty_and_tiny_files(site: Site) -> None:
+    site.files["empty"] = b""
+    site.files["tiny"] = b"1234567"
+    for name in ("empty", "tiny"):
+        with pytest.raises(HeaderError) as info:
+            read_header(site.url(name))
+        assert info.value.kind == "HeaderTooSmall"
+    assert [hit.status for hit in site.done(2)] == [416, 206]
+
+
+def test_416_without_content_range_falls_back_to_a_plain_get(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    site.mode = "bare-416"
+    assert read_header(site.url("m.safetensors")).file_size == len(GOOD)
+    first, second = site.done(2)
+    assert (first.status, second.status) == (416, 200)
+    assert second.range is None
+
+
+# --- servers that do not honour Range -------------------------------------------------------
+
+
+def test_range_ignored_reads_only_the_header_and_hangs_up(site: Site) -> None:
+    data = with_header_size(4000, data=32 << 20)  # a 32 MiB body, sent slowly
+    site.files["m.safetensors"] = data
+    site.mode = "ignore"
+    started = time.monotonic()
+    header = read_header(site.url("m.safetensors"), first_read=SMALL_READ)
+    elapsed = time.monotonic() - started
+    assert header == read_header(data)
+    assert header.file_size == len(data)  # from Content-Length
+    [hit] = site.done(1)
+    assert hit.status == 200
+    # The client read 8 + N bytes and closed; the server sent what socket buffers took.
+    print(f"200 case: server sent {hit.sent:,} bytes, client needed {header.data_start:,}")
+    assert hit.sent < 4 << 20
+    assert elapsed < 1
+
+
+def test_range_ignored_without_content_length(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD + b"trailing"
+    site.mode = "ignore"
+    site.send_length = False
+    header = read_header(site.url("m.safetensors"))
+    assert header.file_size is None  # no size: the coverage rule is skipped
+    assert header.data_start == read_header(GOOD).data_start
+
+
+def test_range_ignored_and_coverage_checked_from_content_length(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD + b"x"
+    site.mode = "ignore"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("m.safetensors"))
+    assert info.value.kind == "MetadataIncompleteBuffer"
+
+
+def test_range_ignored_bad_length_prefix_stops_early(site: Site) -> None:
+    site.files["m"] = (10**9).to_bytes(8, "little") + bytes(4 << 20)
+    site.files["page.html"] = b"<!DOCTYPE html><html><body>Log in</body></html>" + bytes(4 << 20)
+    site.mode = "ignore"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("m"))
+    assert info.value.kind == "HeaderTooLarge"
+    with pytest.raises(HeaderError, match="HTML") as info:  # enough bytes for the hint
+        read_header(site.url("page.html"))
+    assert info.value.kind == "HeaderTooLarge"
+    assert all(hit.sent < 1 << 20 for hit in site.done(2))
+
+
+def test_unknown_total_in_content_range(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD + b"trailing"
+    site.mode = "star"
+    header = read_header(site.url("m.safetensors"))
+    assert header.file_size is None
+    data = with_header_size(3000)
+    site.files["n.safetensors"] = data
+    header = read_header(site.url("n.safetensors"), first_read=SMALL_READ)
+    assert header.file_size is None
+    assert header.data_start == 3008
+    assert [hit.range for hit in site.done(3)][1:] == ["bytes=0-1023", "bytes=1024-3007"]
+
+
+def test_file_replaced_between_the_two_requests(site: Site) -> None:
+    old, new = with_header_size(3000), with_header_size(2000, data=24)
+    site.files["m.safetensors"] = old
+    site.replace_after_first = {"m.safetensors": new}
+    header = read_header(site.url("m.safetensors"), first_read=SMALL_READ)
+    assert header == read_header(new)  # If-Range did not match: the new file, from a 200
+    first, second = site.done(2)
+    assert second.if_range is not None
+    assert (first.status, second.status) == (206, 200)
+    assert second.sent < 4 << 20
+
+
+def test_file_replaced_between_the_two_requests_without_an_etag(site: Site) -> None:
+    site.files["m.safetensors"] = with_header_size(3000)
+    site.replace_after_first = {"m.safetensors": with_header_size(3000, data=24)}
+    site.send_etag = False
+    with pytest.raises(
+        RemoteError, match="changed between two requests: its size was 3024 and is now 3032"
+    ):
+        read_header(site.url("m.safetensors"), first_read=SMALL_READ)
+    assert site.done(2)[1].if_range is None
+
+
+def test_range_ignored_on_a_tiny_file(site: Site) -> None:
+    site.files["tiny"] = b"1234"
+    site.mode = "ignore"
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("tiny"))
+    assert info.value.kind == "HeaderTooSmall"
+
+
+def test_scheme_is_case_insensitive(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    assert read_header(site.url("m.safetensors").replace("http:", "HTTP:")).file_size == len(GOOD)
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        (401, "HTTP 401 Unauthorized .* pass headers="),
+        (403, "HTTP 403 Forbidden .* gated"),
+        (404, "HTTP 404 Not Found .* check the URL"),
+        (410, "HTTP 410 Gone for"),
+        (499, r"HTTP 499 \(an unknown status\) for"),
+    ],
+    ids=["401", "403", "404", "410", "499"],
+)
+def test_client_errors_say_so_and_are_not_retried(site: Site, status: int, words: str) -> None:
+    url = site.url(f"status/{status}")
+    with pytest.raises(RemoteError, match=words) as info:
+        read_header(url)
+    assert info.value.status == status
+    assert isinstance(info.value, OSError)
+    assert info.value.strerror == str(info.value)
+    assert "too large" not in str(info.value)
+    assert info.value.__cause__ is None
+    assert len(site.done(1)) == 1
+
+
+def test_missing_file_is_a_404(site: Site) -> None:
+    with pytest.raises(RemoteError, match="404") as info:
+        read_header(site.url("nothing.safetensors"))
+    assert info.value.url == site.url("nothing.safetensors")
+
+
+def test_query_string_and_user_info_are_redacted(site: Site) -> None:
+    url = site.url("status/403?X-Amz-Signature=secret&token=hunter2")
+    url = url.replace("http://", "http://user:pw@")
+    with pytest.raises(RemoteError) as info:
+        read_header(url)
+    for secret in ("secret", "hunter2", "user", "pw@"):
+        assert secret not in str(info.value)
+        assert secret not in info.value.url
+    assert "status/403?<redacted>" in info.value.url
+
+
+def test_5xx_is_retried_with_backoff_then_reported(site: Site) -> None:
+    site.failures = [503, 503, 503]
+    with pytest.raises(RemoteError, match=r"HTTP 503 Service Unavailable .*\(3 attempts\)") as info:
+        read_header(site.url("m.safetensors"))
+    assert info.value.status == 503
+    assert len(site.done(3)) == 3
+    delays = site.delays  # type: ignore[attr-defined]
+    assert len(delays) == 2
+    assert 0.125 <= delays[0] <= 0.25
+    assert 0.25 <= delays[1] <= 0.5
+
+
+def test_a_transient_failure_then_success(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    site.failures = [500, "close"]  # a 500, then a body cut short
+    assert read_header(site.url("m.safetensors")) == read_header(GOOD)
+    assert [hit.status for hit in site.done(3)] == [500, 206, 206]
+
+
+def test_no_retries_when_asked(site: Site) -> None:
+    site.failures = [502]
+    with pytest.raises(RemoteError, match="no retries"):
+        read_header(site.url("m.safetensors"), retries=0)
+    assert len(site.done(1)) == 1
+
+
+def test_501_is_not_retried(site: Site) -> None:
+    site.failures = [501]
+    with pytest.raises(RemoteError) as info:
+        read_header(site.url("m.safetensors"))
+    assert info.value.status == 501
+    assert len(site.done(1)) == 1
+
+
+def test_server_that_closes_mid_body(site: Site) -> None:
+    site.files["m.safetensors"] = with_header_size(4000)
+    site.failures = ["close", "close", "close"]
+    with pytest.raises(
+        RemoteError, match=r"closed after 512 of 1,024 bytes \(3 attempts\)"
+    ) as info:
+        read_header(site.url("m.safetensors"), first_read=SMALL_READ)
+    assert info.value.status is None
+    assert isinstance(info.value.__cause__, ConnectionError)
+
+
+def test_server_that_closes_mid_body_on_a_200(site: Site) -> None:
+    class Cut(Handler):
+        def _whole(self, site: Site, hit: Hit, data: bytes, etag: str) -> None:
+            hit.status = 200
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:100])
+            hit.sent = 100
+
+    site.files["m.safetensors"] = with_header_size(4000)
+    site.mode = "ignore"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Handler, "_whole", Cut._whole)
+        with pytest.raises(RemoteError, match="closed after 92 of 4,000 bytes"):
+            read_header(site.url("m.safetensors"), retries=0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        (
+            "bad-range",
+            r"\(redirected to .*\) answered Range bytes=0-131071 with Content-Range "
+            r"'bytes 1-\d+/\d+'; expected bytes 0-",
+        ),
+        ("no-content-range", "answered 206 without a usable Content-Range"),
+        ("bad-length", "sent Content-Length 95 with Content-Range 'bytes 0-95/96'"),
+    ],
+    ids=["bad-range", "no-content-range", "bad-length"],
+)
+def test_wrong_content_range_is_an_error_not_retried(site: Site, mode: str, words: str) -> None:
+    site.files["m.safetensors"] = GOOD
+    site.mode = mode
+    with pytest.raises(RemoteError, match=words) as info:
+        read_header(site.url("away/m.safetensors"))
+    assert info.value.status is None
+    assert len(site.done(2)) == 2  # the redirect, then one request: never retried
+
+
+def test_unexpected_success_status(site: Site) -> None:
+    site.failures = [204]
+    with pytest.raises(RemoteError, match="answered HTTP 204 No Content to a GET with bytes=0-"):
+        read_header(site.url("m.safetensors"))
+
+
+def test_encoded_body_is_refused(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    site.mode = "gzip"
+    with pytest.raises(RemoteError, match="Content-Encoding gzip"):
+        read_header(site.url("m.safetensors"))
+
+
+def test_connection_refused_is_a_remote_error_after_retries(site: Site) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(RemoteError, match=r"could not read .*refused.*\(3 attempts\)") as info:
+        read_header(f"http://127.0.0.1:{port}/m.safetensors")
+    assert info.value.status is None
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
+
+
+def test_timeout_is_a_remote_error(site: Site) -> None:
+    site.failures = ["stall"]
+    started = time.monotonic()
+    with pytest.raises(RemoteError, match="timed out") as info:
+        read_header(site.url("m.safetensors"), timeout=0.2, retries=0)
+    assert time.monotonic() - started < 0.9
+    assert isinstance(info.value.__cause__, TimeoutError)
+
+
+def test_malformed_url_is_not_retried(site: Site) -> None:
+    with pytest.raises(RemoteError, match="could not read") as info:
+        read_header("http://127.0.0.1:notaport/x")
+    assert not site.delays  # type: ignore[attr-defined]
+    assert info.value.status is None
+
+
+def test_url_without_a_host(site: Site) -> None:
+    with pytest.raises(RemoteError, match="could not read http:///x: no host given"):
+        read_header("http:///x")
+    assert not site.delays  # type: ignore[attr-defined]
+
+
+def test_unreadable_url_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="IPv6"):
+        read_header("http://[::1/x")
+
+
+def test_certificate_errors_are_not_retried() -> None:
+    import ssl
+    import urllib.error
+
+    assert not remote._transient(ssl.SSLCertVerificationError("certificate verify failed"))
+    assert not remote._transient(urllib.error.URLError("unknown url type"))
+    assert remote._transient(ConnectionResetError())
+    assert remote.redact("http://[::1/x") == "<an unreadable URL>"
+
+
+def test_remote_error_pickles() -> None:
+    error = RemoteError("HTTP 404 Not Found for u", url="u", status=404)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.url, copy.status, copy.strerror) == (str(error), "u", 404, str(error))
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("first_read", 7), ("timeout", 0), ("retries", -1)],
+    ids=["first_read", "timeout", "retries"],
+)
+def test_options_out_of_range(site: Site, option: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=option):
+        read_header(site.url("m.safetensors"), **{option: value})
+    assert not site.hits
+
+
+def test_url_options_are_ignored_for_local_sources(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    options: dict[str, Any] = {"headers": {"Authorization": "x"}, "timeout": 1, "first_read": 8}
+    assert read_header(path, **options) == read_header(str(path), **options) == read_header(GOOD)
+
+
+# --- credentials and redirects --------------------------------------------------------------
+
+
+def test_redirect_to_another_host_drops_credentials_and_keeps_range(site: Site) -> None:
+    n = 3000
+    site.files["m.safetensors"] = with_header_size(n)
+    secrets = {"Authorization": "Bearer hf_secret", "Cookie": "session=1", "X-Trace": "t"}
+    header = read_header(site.url("away/m.safetensors"), headers=secrets, first_read=SMALL_READ)
+    assert header.data_start == 8 + n
+    redirect, first, second = site.done(3)
+    assert (redirect.status, redirect.authorization, redirect.cookie) == (
+        302,
+        "Bearer hf_secret",
+        "session=1",
+    )
+    assert first.host == f"localhost:{site.port}"
+    assert (first.authorization, first.cookie) == (None, None)
+    assert first.range == f"bytes=0-{SMALL_READ - 1}"
+    # The remainder goes straight to where the first request ended up, still without them.
+    assert second.host == f"localhost:{site.port}"
+    assert second.path == "/m.safetensors"
+    assert (second.authorization, second.cookie) == (None, None)
+    assert second.range == f"bytes={SMALL_READ}-{8 + n - 1}"
+
+
+def test_redirect_on_the_same_origin_keeps_credentials(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    read_header(site.url("here/m.safetensors"), headers={"authorization": "Bearer t"})
+    redirect, hit = site.done(2)
+    assert redirect.status == 302
+    assert hit.authorization == "Bearer t"
+    assert hit.range == f"bytes=0-{FIRST_READ - 1}"
+
+
+def test_error_after_a_redirect_names_both_urls(site: Site) -> None:
+    with pytest.raises(
+        RemoteError, match=r"status/404 \(redirected to http://localhost:\d+/status/404\)"
+    ):
+        read_header(site.url("away/status/404"))
+
+
+def test_caller_range_headers_are_replaced(site: Site) -> None:
+    site.files["m.safetensors"] = GOOD
+    read_header(site.url("m.safetensors"), headers={"range": "bytes=5-6", "If-Range": '"x"'})
+    [hit] = site.done(1)
+    assert hit.range == f"bytes=0-{FIRST_READ - 1}"
+    assert hit.if_range is None
+
+
+# --- threads --------------------------------------------------------------------------------
+
+
+def test_many_threads_at_once(site: Site) -> None:
+    files = {f"{n}.safetensors": with_header_size(n) for n in (500, 1500, 2500, 3500)}
+    site.files.update(files)
+    names = sorted(files) * 8
+
+    def read(name: str) -> tuple[str, int]:
+        header = read_header(site.url(name), first_read=SMALL_READ)
+        return name, header.header_size
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(read, names))
+    assert results == [(name, int(name.split(".")[0])) for name in names]
+    # 500 fits the first read; the others need exactly one more request each.
+    assert len(site.done(8 * 7)) == 8 * 7
+
+
+# --- file-like objects: fsspec, obstore ------------------------------------------------------
+
+
+def test_fsspec_memory_file() -> None:
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    data = with_header_size(3000, data=1 << 20)
+    with fs.open("/models/m.safetensors", "wb") as file:
+        file.write(data)
+    try:
+        with fs.open("/models/m.safetensors", "rb") as file:
+            header = read_header(file)
+            assert file.tell() == header.data_start  # read only the header
+        assert header == read_header(data)
+        assert header.file_size == len(data)
+    finally:
+        fs.rm("/models/m.safetensors")
+
+
+def test_fsspec_local_file(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    data = with_header_size(3000, data=1 << 20)
+    (tmp_path / "m.safetensors").write_bytes(data)
+    with fsspec.open(f"file://{tmp_path / 'm.safetensors'}", "rb") as file:
+        header = read_header(file)
+        assert file.tell() == header.data_start
+    assert header == read_header(data)
+
+
+class BufferReader:
+    """Like obstore's ReadableFile: read() returns a buffer that is not bytes (obstore.Bytes)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._inner = io.BytesIO(data)
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._inner.seek(offset, whence)
+
+    def read(self, size: int = -1) -> array.array[int]:
+        return array.array("B", self._inner.read(size))
+
+
+def test_reader_returning_another_buffer_type() -> None:
+    assert read_header(BufferReader(GOOD)) == read_header(GOOD)  # type: ignore[arg-type]
+
+
+def test_obstore_reader() -> None:
+    obstore = pytest.importorskip("obstore")
+    from obstore.store import MemoryStore
+
+    store = MemoryStore()
+    data = with_header_size(3000, data=1 << 20)
+    obstore.put(store, "m.safetensors", data)
+    reader = obstore.open_reader(store, "m.safetensors")
+    assert read_header(reader) == read_header(data)
