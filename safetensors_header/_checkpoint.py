@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
+from urllib.parse import quote, urljoin, urlsplit
 
 from ._audit import Finding
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
 from ._parser import MAX_HEADER_SIZE
+from ._remote import FIRST_READ, RETRIES, TIMEOUT, fetch_document, is_url, redact
 from ._sources import read_header
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "read_checkpoint"]
@@ -94,12 +96,18 @@ def read_checkpoint(
     strict: bool = False,
     max_header_size: int = MAX_HEADER_SIZE,
     max_workers: int = 8,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = TIMEOUT,
+    first_read: int = FIRST_READ,
+    retries: int = RETRIES,
 ) -> Checkpoint:
     """Read a checkpoint: a ``.safetensors`` file, an index JSON, or a directory.
 
-    A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. Every shard named by an
-    index is read (its header only), in parallel (at most `max_workers` threads), and checked
-    against the index.
+    A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. The source may also be an
+    ``http(s)://`` URL of an index JSON (its shards are then read from URLs next to it) or
+    of a single file; `headers`, `timeout`, `first_read` and `retries` are as for
+    `read_header` (and ignored for local files). Every shard named by an index is read (its
+    header only), in parallel (at most `max_workers` threads), and checked against the index.
 
     Raises:
         HeaderError: A shard is not a valid safetensors file (the reference's kinds), or
@@ -108,29 +116,44 @@ def read_checkpoint(
             URL); or ``kind == "IndexMismatch"``: a weight_map tensor is missing from its
             shard, or a tensor is in two shards. With ``strict=True``, the findings that
             ``problems`` would hold are raised as ``IndexMismatch`` too.
-        OSError: A file is missing (the message names it) or cannot be read.
+        OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
+            for HTTP and network failures.
     """
-    path = Path(source)
-    if path.is_dir():
-        path = _pick(path)
-    if not path.name.endswith(".json"):
-        header = read_header(path, max_header_size=max_header_size)
-        name = path.name
-        return Checkpoint(
-            files=MappingProxyType({name: header}),
-            weight_map=MappingProxyType(dict.fromkeys(header.tensors, name)),
-            metadata=None,
-            tensors=header.tensors,
-            problems=(),
+    options: dict[str, Any] = {
+        "max_header_size": max_header_size,
+        "headers": headers,
+        "timeout": timeout,
+        "first_read": first_read,
+        "retries": retries,
+    }
+    shard_sources: list[str | Path]
+    if isinstance(source, str) and is_url(source):
+        if not urlsplit(source).path.endswith(".json"):
+            return _single(urlsplit(source).path.rsplit("/", 1)[-1], read_header(source, **options))
+        raw = fetch_document(
+            source, limit=_MAX_INDEX_SIZE, headers=headers, timeout=timeout, retries=retries
         )
-    metadata, weight_map = _read_index(path)
-    shard_names = list(dict.fromkeys(weight_map.values()))
-    shard_paths = [_shard_path(path, name) for name in shard_names]
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_paths)))) as pool:
-        headers = list(
-            pool.map(lambda shard: read_header(shard, max_header_size=max_header_size), shard_paths)
-        )
-    files = dict(zip(shard_names, headers, strict=True))
+        metadata, weight_map = _parse_index(raw, redact(source))
+        shard_names = list(dict.fromkeys(weight_map.values()))
+        for name in shard_names:
+            _check_shard_name(name, redact(source))
+        shard_sources = [urljoin(source, quote(name)) for name in shard_names]
+    else:
+        path = Path(source)
+        if path.is_dir():
+            path = _pick(path)
+        if not path.name.endswith(".json"):
+            return _single(path.name, read_header(path, max_header_size=max_header_size))
+        with path.open("rb") as file:
+            raw = file.read(_MAX_INDEX_SIZE + 1)
+        metadata, weight_map = _parse_index(raw, str(path))
+        shard_names = list(dict.fromkeys(weight_map.values()))
+        for name in shard_names:
+            _check_shard_name(name, str(path))
+        shard_sources = [path.parent / name for name in shard_names]
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
+        headers_read = list(pool.map(lambda shard: read_header(shard, **options), shard_sources))
+    files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
@@ -140,6 +163,16 @@ def read_checkpoint(
         metadata=None if metadata is None else MappingProxyType(metadata),
         tensors=MappingProxyType(tensors),
         problems=tuple(problems),
+    )
+
+
+def _single(name: str, header: Header) -> Checkpoint:
+    return Checkpoint(
+        files=MappingProxyType({name: header}),
+        weight_map=MappingProxyType(dict.fromkeys(header.tensors, name)),
+        metadata=None,
+        tensors=header.tensors,
+        problems=(),
     )
 
 
@@ -154,42 +187,41 @@ def _pick(folder: Path) -> Path:
     )
 
 
-def _read_index(path: Path) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    with path.open("rb") as file:
-        raw = file.read(_MAX_INDEX_SIZE + 1)
+def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
     if len(raw) > _MAX_INDEX_SIZE:
-        _bad_index(path, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
+        _bad_index(where, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        _bad_index(path, f"not a JSON document ({error})")
+        _bad_index(where, f"not a JSON document ({error})")
     if type(document) is not dict:
-        _bad_index(path, "expected a JSON object")
+        _bad_index(where, "expected a JSON object")
     weight_map = document.get("weight_map")
     if type(weight_map) is not dict:
-        _bad_index(path, 'no "weight_map" object')
+        _bad_index(where, 'no "weight_map" object')
     if not set(map(type, weight_map.values())) <= {str}:
-        _bad_index(path, '"weight_map" values must be shard file names (strings)')
+        _bad_index(where, '"weight_map" values must be shard file names (strings)')
     metadata = document.get("metadata")
     if metadata is not None and type(metadata) is not dict:
-        _bad_index(path, '"metadata" must be an object')
+        _bad_index(where, '"metadata" must be an object')
     return metadata, weight_map
 
 
-def _shard_path(index: Path, name: str) -> Path:
-    """The shard's path next to the index; never outside the index's directory."""
+def _check_shard_name(name: str, where: str) -> None:
+    """A shard must be a file name inside the index's directory (or next to its URL)."""
     parts = PurePosixPath(name).parts
     if (
         not name
         or "://" in name
         or "\\" in name
         or "\0" in name
+        or "?" in name
+        or "#" in name
         or PurePosixPath(name).is_absolute()
         or Path(name).is_absolute()
         or ".." in parts
     ):
-        _bad_index(index, f"shard name {name!r} is not a file name inside the index's directory")
-    return index.parent / name
+        _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
 
 
 def _check(
@@ -235,5 +267,5 @@ def _check(
     return tensors, problems
 
 
-def _bad_index(path: Path, problem: str) -> NoReturn:
-    raise HeaderError("InvalidIndex", f"{path}: {problem}")
+def _bad_index(where: str, problem: str) -> NoReturn:
+    raise HeaderError("InvalidIndex", f"{where}: {problem}")

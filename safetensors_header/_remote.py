@@ -26,7 +26,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ._diagnose import SNIFF_SIZE
@@ -168,6 +168,20 @@ def read_url(
     )
 
 
+_T = TypeVar("_T")
+
+
+def fetch_document(
+    url: str, /, *, limit: int, headers: Mapping[str, str] | None, timeout: float, retries: int
+) -> bytes:
+    """The whole body at `url` (a JSON index, say): at most `limit` bytes, else RemoteError.
+
+    The same client as `read_url`: redirects without credentials to other origins, bounded
+    retries, `RemoteError` for HTTP and network failures.
+    """
+    return _Client(url, headers or {}, timeout, retries, limit).document(limit)
+
+
 class _Reply:
     """What one request brought back. (A plain class: a dataclass costs import time.)"""
 
@@ -202,6 +216,33 @@ class _Client:
 
     def get(self, start: int, stop: int, *, if_range: str | None = None) -> _Reply:
         """Bytes ``[start, stop)`` (or a whole-body reply), retried on transient failures."""
+        return self._retried(lambda: self._attempt(start, stop, if_range))
+
+    def document(self, limit: int) -> bytes:
+        """A whole (small) document, such as an index JSON, of at most `limit` bytes."""
+        return self._retried(lambda: self._whole_document(limit))
+
+    def _whole_document(self, limit: int) -> bytes:
+        import urllib.error
+        import urllib.request
+
+        headers = dict(self.headers)
+        if _origin(self.url) != self.origin:
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+        request = urllib.request.Request(self.url, headers=headers)
+        try:
+            response: http.client.HTTPResponse = self.opener.open(request, timeout=self.timeout)
+        except urllib.error.HTTPError as error:
+            with error:
+                raise self._status_error(error.code, error.geturl() or self.url) from None
+        with response:
+            self.url = response.geturl() or self.url
+            data = _read(response, limit + 1, _content_length(response))
+        if len(data) > limit:
+            raise RemoteError(f"{self._where()} is larger than {limit:,} bytes", url=self.shown)
+        return data
+
+    def _retried(self, attempt_once: Callable[[], _T]) -> _T:
         import http.client
 
         attempts = self.retries + 1
@@ -210,7 +251,7 @@ class _Client:
                 delay = _BACKOFF * 2 ** (attempt - 1)
                 _sleep(delay * (0.5 + random.random() / 2))  # jitter: clients retry apart
             try:
-                return self._attempt(start, stop, if_range)
+                return attempt_once()
             except RemoteError as error:
                 status = error.status
                 if status is None or status < 500 or status in _PERMANENT_5XX:

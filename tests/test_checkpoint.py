@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,67 @@ def test_an_index_of_500000_tensors(tmp_path: Path) -> None:
     assert len(checkpoint.tensors) == count
     assert checkpoint.problems == ()
     print(f"500,000-entry index ({index.stat().st_size:,} bytes): {elapsed:.2f} s")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """tmp_path over HTTP on loopback (Range ignored: whole-file 200s); logs request paths."""
+    import functools
+    import http.server
+    import threading
+
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Handler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_remote_index_and_its_shards(tmp_path: Path, served: tuple[str, list[str]]) -> None:
+    base, requests = served
+    write(tmp_path)
+    checkpoint = read_checkpoint(base + "model.safetensors.index.json")
+    assert list(checkpoint.tensors) == ["embed", "l0.w", "l1.w", "head"]
+    assert sorted(requests) == sorted(["/model.safetensors.index.json", *(f"/{n}" for n in SHARDS)])
+    assert checkpoint == read_checkpoint(tmp_path)
+
+
+def test_a_remote_single_file(tmp_path: Path, served: tuple[str, list[str]]) -> None:
+    base, _ = served
+    (tmp_path / "model.safetensors").write_bytes(shard({"a": ("U8", [2])}))
+    checkpoint = read_checkpoint(base + "model.safetensors")
+    assert dict(checkpoint.weight_map) == {"a": "model.safetensors"}
+
+
+def test_a_remote_index_cannot_point_elsewhere(
+    tmp_path: Path, served: tuple[str, list[str]]
+) -> None:
+    base, requests = served
+    (tmp_path / "index.json").write_text(json.dumps({"weight_map": {"a": "../secret"}}))
+    with pytest.raises(HeaderError, match="not a file name inside") as info:
+        read_checkpoint(base + "index.json")
+    assert info.value.kind == "InvalidIndex"
+    assert requests == ["/index.json"]
+
+
+def test_a_missing_remote_index(served: tuple[str, list[str]]) -> None:
+    from safetensors_header import RemoteError
+
+    base, _ = served
+    with pytest.raises(RemoteError) as info:
+        read_checkpoint(base + "missing.index.json")
+    assert info.value.status == 404
