@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
@@ -86,15 +86,15 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     status = 0
     for index, source in enumerate(args.sources):
         try:
+            if _is_checkpoint(source):
+                _inspect_checkpoint(args, source, out, first=not index)
+                continue
             header = read_header(source)
         except (HeaderError, OSError) as error:
             _report(source, error)
             status = 1
             continue
-        tensors = list(header.tensors.values())
-        if args.filter is not None:
-            tensors = [t for t in tensors if fnmatch.fnmatchcase(t.name, args.filter)]
-        tensors.sort(key=_SORT_KEYS[args.sort])
+        tensors = _select(args, header.tensors.values())
         if args.json:
             out.write(json.dumps(_document(source, header, tensors), ensure_ascii=False) + "\n")
         else:
@@ -102,6 +102,75 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
                 out.write("\n")
             _table(source, header, tensors, out)
     return status
+
+
+def _is_checkpoint(source: str) -> bool:
+    """An index JSON (local or a URL) or a directory: read with read_checkpoint."""
+    return source.endswith(".json") or (not is_url(source) and os.path.isdir(source))
+
+
+def _select(
+    args: argparse.Namespace, tensors: Iterable[TensorInfo], *, offsets_comparable: bool = True
+) -> list[TensorInfo]:
+    """The tensors matching --filter, in the --sort order."""
+    if args.filter is not None:
+        tensors = [t for t in tensors if fnmatch.fnmatchcase(t.name, args.filter)]
+    if args.sort == "offset" and not offsets_comparable:
+        return list(tensors)  # offsets of different shards do not compare
+    return sorted(tensors, key=_SORT_KEYS[args.sort])
+
+
+def _inspect_checkpoint(args: argparse.Namespace, source: str, out: TextIO, *, first: bool) -> None:
+    from ._checkpoint import read_checkpoint
+
+    checkpoint = read_checkpoint(source)
+    owners = {name: file for file, header in checkpoint.files.items() for name in header.tensors}
+    # In offset order, shard by shard: the tensors are in shard order already.
+    tensors = _select(args, checkpoint.tensors.values(), offsets_comparable=False)
+    if args.json:
+        document = {
+            "path": source,
+            "metadata": None if checkpoint.metadata is None else dict(checkpoint.metadata),
+            "files": [
+                {
+                    "name": name,
+                    "header_size": header.header_size,
+                    "data_start": header.data_start,
+                    "file_size": header.file_size,
+                    "metadata": None if header.metadata is None else dict(header.metadata),
+                }
+                for name, header in checkpoint.files.items()
+            ],
+            "tensors": [{**_tensor_document(t), "file": owners[t.name]} for t in tensors],
+            "totals": _totals(tensors),
+            "problems": [
+                {"code": p.code, "message": p.message, "tensor": p.tensor}
+                for p in checkpoint.problems
+            ],
+        }
+        out.write(json.dumps(document, ensure_ascii=False) + "\n")
+        return
+    if not first:
+        out.write("\n")
+    out.write(f"{source}: {len(checkpoint.files):,} files, {len(checkpoint.tensors):,} tensors\n")
+    if checkpoint.metadata is not None:
+        out.write(f"index metadata ({len(checkpoint.metadata)}):\n")
+        for key, value in checkpoint.metadata.items():
+            out.write(f"  {_one_line(str(key))}: {_one_line(json.dumps(value))}\n")
+    for problem in checkpoint.problems:
+        out.write(f"problem: {problem.code}: {problem.message}\n")
+    rows = [
+        (
+            _one_line(t.name),
+            t.dtype,
+            "[" + ", ".join(map(str, t.shape)) + "]",
+            _one_line(owners[t.name]),
+            f"{t.nbytes:,}",
+        )
+        for t in tensors
+    ]
+    _columns(("name", "dtype", "shape", "file", "size"), rows, out, right=(4,))
+    _totals_table(_totals(tensors), out)
 
 
 def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[str, object]:
@@ -112,19 +181,20 @@ def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[st
         "data_start": header.data_start,
         "file_size": header.file_size,
         "metadata": None if header.metadata is None else dict(header.metadata),
-        "tensors": [
-            {
-                "name": t.name,
-                "dtype": t.dtype,
-                "shape": list(t.shape),
-                "data_offsets": list(t.data_offsets),
-                "start": t.start,
-                "end": t.end,
-                "nbytes": t.nbytes,
-            }
-            for t in tensors
-        ],
+        "tensors": [_tensor_document(t) for t in tensors],
         "totals": _totals(tensors),
+    }
+
+
+def _tensor_document(t: TensorInfo) -> dict[str, object]:
+    return {
+        "name": t.name,
+        "dtype": t.dtype,
+        "shape": list(t.shape),
+        "data_offsets": list(t.data_offsets),
+        "start": t.start,
+        "end": t.end,
+        "nbytes": t.nbytes,
     }
 
 
@@ -165,14 +235,17 @@ def _table(source: str, header: Header, tensors: list[TensorInfo], out: TextIO) 
         for t in tensors
     ]
     _columns(("name", "dtype", "shape", "bytes in file", "size"), rows, out, right=(4,))
-    by_dtype: dict[str, dict[str, int]] = totals["by_dtype"]  # type: ignore[assignment]
+    _totals_table(totals, out)
+
+
+def _totals_table(totals: dict[str, Any], out: TextIO) -> None:
     out.write(
         f"total: {totals['tensors']:,} tensors, {totals['parameters']:,} parameters, "
         f"{totals['bytes']:,} bytes\n"
     )
     summary = [
         (dtype, f"{row['tensors']:,}", f"{row['parameters']:,}", f"{row['bytes']:,}")
-        for dtype, row in sorted(by_dtype.items())
+        for dtype, row in sorted(totals["by_dtype"].items())
     ]
     if len(summary) > 1:
         _columns(("dtype", "tensors", "parameters", "bytes"), summary, out, right=(1, 2, 3))
@@ -214,10 +287,15 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
         findings: list[Finding] = []
         tensors = 0
         try:
-            header = read_header(source)
-            tensors = len(header.tensors)
-            if args.strict:
-                findings = _audit_file(source, header)
+            if _is_checkpoint(source):
+                from ._checkpoint import read_checkpoint
+
+                tensors = len(read_checkpoint(source, strict=args.strict).tensors)
+            else:
+                header = read_header(source)
+                tensors = len(header.tensors)
+                if args.strict:
+                    findings = _audit_file(source, header)
         except (HeaderError, OSError) as caught:
             error = caught
         if error is not None or findings:

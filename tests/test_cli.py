@@ -198,3 +198,55 @@ def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_p
     row = next(line for line in out.getvalue().splitlines() if line.startswith("nnn"))
     assert len(row) <= 80
     assert "…" in row
+
+
+def test_inspect_and_validate_a_sharded_checkpoint(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    index = write(tmp_path)
+    result = run("inspect", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{tmp_path}: 2 files, 4 tensors"
+    assert [line.split()[0] for line in lines[4:8]] == ["embed", "l0.w", "l1.w", "head"]
+    document = json.loads(run("inspect", "--json", str(index)).stdout)
+    assert [f["name"] for f in document["files"]] == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+    assert document["tensors"][3]["file"] == "model-00002-of-00002.safetensors"
+    assert document["totals"]["bytes"] == 51
+    assert document["problems"] == []
+    result = run("validate", "--strict", str(tmp_path), str(index))
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        f"{tmp_path}: ok (4 tensors)",
+        f"{index}: ok (4 tensors)",
+    ]
+    (tmp_path / "model-00002-of-00002.safetensors").unlink()
+    result = run("validate", str(tmp_path))
+    assert result.returncode == 1
+    assert "FileNotFoundError" in result.stdout
+
+
+def test_inspect_a_url(tmp_path: Path) -> None:
+    import functools
+    import http.server
+    import threading
+
+    (tmp_path / "tiny.safetensors").write_bytes(Path(TINY).read_bytes())
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/tiny.safetensors"
+        result = run("inspect", "--json", url)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["file_size"] == 819
+        missing = run("inspect", url.replace("tiny", "missing"))
+        assert missing.returncode == 1
+        assert "HTTP 404" in missing.stderr
+        assert "Traceback" not in missing.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
