@@ -214,3 +214,12 @@ def test_header_above_the_reference_limit_with_the_limit_raised() -> None:
         read_header(data)
     assert info.value.kind == "HeaderTooLarge"
     assert read_header(data, max_header_size=MAX_HEADER_SIZE + 8).tensors["a"].nbytes == 1
+
+
+def test_lazy_names_load_on_first_use() -> None:
+    from safetensors_header import _writer
+
+    assert safetensors_header.write_file is _writer.write_file
+    assert {"write_file", "read_checkpoint", "audit_header"} <= set(dir(safetensors_header))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        safetensors_header.nope  # noqa: B018
