@@ -107,20 +107,31 @@ def measure(candidates: dict[str, Callable[[], object]], repeat: int) -> dict[st
 
 
 _RSS_PROBE = """
-import resource, sys
+import sys
 sys.path.insert(0, {folder!r})
 import bench_read_header as bench
 from pathlib import Path
 run = getattr(bench, {candidate!r})(Path({path!r}))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = bench.peak_rss_kib()
 result = run()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(max(0, after - before))
+print(max(0, bench.peak_rss_kib() - before))
 """
 
 
+def peak_rss_kib() -> int:
+    """This process's peak resident set size, in KiB.
+
+    VmHWM from /proc, which exec resets: ru_maxrss would keep the parent's peak from fork.
+    """
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise OSError("no VmHWM in /proc/self/status")
+
+
 def peak_rss_mib(candidate: str, path: Path) -> float:
-    """Peak RSS growth of one call, in a fresh process (KiB on Linux, reported in MiB)."""
+    """Peak RSS growth of one call, in a fresh process, in MiB (Linux)."""
     code = _RSS_PROBE.format(folder=str(Path(__file__).parent), candidate=candidate, path=str(path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout) / 1024
