@@ -494,7 +494,9 @@ def _describe(value: object) -> str:
     if type(value) is int:
         return f"the integer {value}"
     if type(value) is float:
-        return "a negative zero" if value == 0 else f"the non-integer number {value!r}"
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return "-0 (a float to serde_json)"
+        return f"the non-integer number {value!r}"
     if type(value) is str:
         shown = value if len(value) <= 40 else value[:40] + "..."
         return f"the string {shown!r}"
