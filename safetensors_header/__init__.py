@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._audit import FINDING_CODES, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
     from ._writer import encode_header, update_metadata, write_file
+    from ._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
 
 # The audit, the checkpoint reader and the writer load on first use, so that reading one
 # header (and the command line's cold start) pays only for the core.
@@ -36,6 +37,9 @@ _LAZY = {
     "encode_header": "_writer",
     "update_metadata": "_writer",
     "write_file": "_writer",
+    "to_kerchunk": "_zarr",
+    "to_zarr_v3": "_zarr",
+    "zarr_node_name": "_zarr",
 }
 
 
@@ -72,8 +76,11 @@ __all__ = [
     "parse_header",
     "read_checkpoint",
     "read_header",
+    "to_kerchunk",
+    "to_zarr_v3",
     "update_metadata",
     "write_file",
+    "zarr_node_name",
 ]
 
 __version__ = "0.1.0.dev0"

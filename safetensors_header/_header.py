@@ -49,6 +49,19 @@ class TensorInfo:
         """The number of elements: the product of ``shape`` (1 for a scalar)."""
         return math.prod(self.shape)
 
+    def byte_ranges(self, key: object, /) -> list[tuple[int, int]]:
+        """The ``(absolute offset, length)`` byte ranges that hold ``self[key]``, in order.
+
+        `key` is numpy basic indexing (ints, slices with any step, ``...``, or a tuple of
+        them, e.g. ``numpy.s_[:, 128:256]``); touching ranges are merged, and joining the
+        bytes of the ranges in list order gives ``tensor[key]`` in C order. Raises
+        IndexError (out of range), TypeError (an unsupported key) and ValueError (a sub-byte
+        dtype cut inside a byte); see ``safetensors_header._ranges.byte_ranges``.
+        """
+        from ._ranges import byte_ranges  # on first use: the import stays cheap
+
+        return byte_ranges(self, key)
+
     def __reduce__(self) -> tuple[object, ...]:
         # Explicit, so that pickling works on Python 3.10 too (frozen + slots).
         return (

@@ -1,0 +1,217 @@
+"""safetensors_header.numpy.load, compared with safetensors.numpy.load_file."""
+
+from __future__ import annotations
+
+import io
+import mmap
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import build, reference_header, tensor
+
+np = pytest.importorskip("numpy")
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+from safetensors_header import HeaderError, read_header  # noqa: E402
+from safetensors_header.numpy import load, numpy_dtype  # noqa: E402
+
+EXOTIC = build(
+    {
+        "bf16": tensor("BF16", [2, 2], 0, 8),
+        "e5m2": tensor("F8_E5M2", [3], 8, 11),
+        "e4m3": tensor("F8_E4M3", [1, 2], 11, 13),
+        "e8m0": tensor("F8_E8M0", [2], 13, 15),
+        "e4m3fnuz": tensor("F8_E4M3FNUZ", [], 15, 16),
+        "e5m2fnuz": tensor("F8_E5M2FNUZ", [2], 16, 18),
+        "f32": tensor("F32", [1], 18, 22),
+    },
+    bytes([0x80, 0x3F, 0x20, 0xC0, 0, 0, 0x49, 0x40]) + bytes(range(0x30, 0x3E)),
+)
+
+
+@pytest.fixture(scope="module")
+def numeric(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file written by the reference with every dtype numpy has, a scalar and an empty."""
+    rng = np.random.default_rng(3)
+    arrays = {
+        "bool": rng.random((2, 3)) > 0.5,
+        "u8": rng.integers(0, 255, (4,), dtype=np.uint8),
+        "i8": rng.integers(-128, 127, (4,), dtype=np.int8),
+        "i16": rng.integers(-999, 999, (2, 2), dtype=np.int16),
+        "u16": rng.integers(0, 60000, (3,), dtype=np.uint16),
+        "f16": rng.standard_normal((3, 1)).astype(np.float16),
+        "i32": rng.integers(-(2**31), 2**31 - 1, (5,), dtype=np.int32),
+        "u32": rng.integers(0, 2**32 - 1, (2,), dtype=np.uint32),
+        "f32": rng.standard_normal((2, 3, 2)).astype(np.float32),
+        "c64": (rng.standard_normal(2) - 1j).astype(np.complex64),
+        "f64": rng.standard_normal((3,)),
+        "i64": rng.integers(-(2**62), 2**62, (2,), dtype=np.int64),
+        "u64": rng.integers(0, 2**63, (1,), dtype=np.uint64),
+        "scalar": np.array(-1.5, dtype=np.float64),
+        "empty": np.zeros((2, 0), dtype=np.int16),
+        "a/b": np.arange(3, dtype=np.int8),
+    }
+    path = tmp_path_factory.mktemp("np") / "numeric.safetensors"
+    safetensors_numpy.save_file(arrays, str(path), metadata={"format": "np"})
+    return path
+
+
+def _assert_equal(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert sorted(actual) == sorted(expected)
+    for name, array in expected.items():
+        assert type(actual[name]) is np.ndarray, name
+        assert actual[name].dtype == array.dtype, name
+        assert actual[name].shape == array.shape, name
+        assert np.array_equal(actual[name], array), name
+
+
+class _Stream(io.RawIOBase):
+    """A pipe-like stream: read() only, in short pieces, no seek."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self.data.read(min(size, 7) if size >= 0 else 7)
+
+
+def _sources(path: Path) -> dict[str, Any]:
+    data = path.read_bytes()
+    return {
+        "path": path,
+        "str path": str(path),
+        "bytes": data,
+        "bytearray": bytearray(data),
+        "memoryview": memoryview(data),
+        "BytesIO": io.BytesIO(data),
+        "stream": _Stream(data),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_sources(Path(__file__))))
+def test_equals_the_reference(numeric: Path, kind: str) -> None:
+    source = _sources(numeric)[kind]
+    _assert_equal(load(source), safetensors_numpy.load_file(str(numeric)))
+
+
+def test_from_an_open_file_and_an_mmap(numeric: Path) -> None:
+    expected = safetensors_numpy.load_file(str(numeric))
+    with numeric.open("rb") as file:
+        _assert_equal(load(file), expected)
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            arrays = load(mapped)
+            _assert_equal(arrays, expected)
+            del arrays  # views of the map must go before it closes
+
+
+def test_a_path_is_memory_mapped(numeric: Path) -> None:
+    arrays = load(numeric)
+    header = read_header(numeric)
+    for name, array in arrays.items():
+        base = array
+        while not isinstance(base, np.memmap):
+            base = base.base
+            assert base is not None, f"{name} is not a view of a memory map"
+        assert array.flags.writeable is False  # mapped read-only: the file cannot change
+        if array.size:
+            info = header.tensors[name]
+            assert array.__array_interface__["data"][0] - base.ctypes.data == info.start
+
+
+def test_names(numeric: Path) -> None:
+    arrays = load(numeric, ["f32", "scalar"])
+    assert list(arrays) == ["f32", "scalar"]
+    expected = safetensors_numpy.load_file(str(numeric))
+    _assert_equal(arrays, {name: expected[name] for name in ("f32", "scalar")})
+    stream = load(_Stream(numeric.read_bytes()), names=["u8"])
+    _assert_equal(stream, {"u8": expected["u8"]})
+    with pytest.raises(KeyError, match="no tensor 'missing' in the file"):
+        load(numeric, ["f32", "missing"])
+    with pytest.raises(TypeError, match="not a str"):
+        load(numeric, "f32")
+
+
+def test_exotic_dtypes_through_ml_dtypes() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    arrays = load(EXOTIC)
+    expected_dtypes = {
+        "bf16": ml_dtypes.bfloat16,
+        "e5m2": ml_dtypes.float8_e5m2,
+        "e4m3": ml_dtypes.float8_e4m3fn,
+        "e8m0": ml_dtypes.float8_e8m0fnu,
+        "e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+        "e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
+        "f32": np.float32,
+    }
+    for name, (dtype, shape, raw) in reference_header(EXOTIC).items():
+        array = arrays[name]
+        assert array.dtype == np.dtype(expected_dtypes[name]), dtype
+        assert array.shape == shape
+        assert array.tobytes() == raw  # the reference's bytes for the tensor
+    assert arrays["bf16"].ravel()[:3].tolist() == [1.0, -2.5, 0.0]  # 0x3F80, 0xC020, 0
+
+
+def test_exotic_dtypes_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes now fails
+    with pytest.raises(TypeError, match="dtype BF16 needs ml_dtypes"):
+        load(EXOTIC)
+    _assert_equal(load(EXOTIC, ["f32"]), {"f32": np.frombuffer(EXOTIC[-4:], "<f4")})
+
+
+@pytest.mark.parametrize("dtype", ["F4", "F6_E2M3", "F6_E3M2"])
+def test_sub_byte_dtypes_are_refused(dtype: str) -> None:
+    data = build({"w": tensor(dtype, [4], 0, 3 if dtype != "F4" else 2)}, 3 if dtype != "F4" else 2)
+    with pytest.raises(TypeError, match=f"dtype {dtype} packs several values"):
+        load(data)
+    with pytest.raises(TypeError, match="unknown safetensors dtype 'F128'"):
+        numpy_dtype("F128")
+
+
+def test_bad_sources() -> None:
+    with pytest.raises(HeaderError) as caught:
+        load(build({"w": tensor("F32", [2], 0, 8)}, 4))
+    assert caught.value.kind == "MetadataIncompleteBuffer"
+    with pytest.raises(ValueError, match="not URLs"):
+        load("https://example.com/model.safetensors")
+    # A stream that ends inside the data: its size was unknown, so only reading finds out.
+    short = build({"w": tensor("F32", [2], 0, 8)}, 8)[:-3]
+    with pytest.raises(HeaderError, match="ended 3 bytes before the end of the data buffer"):
+        load(_Stream(short))
+
+
+def test_a_file_object_that_ends_early() -> None:
+    data = build({"w": tensor("U8", [100], 0, 100)}, 100)
+    end = len(data) - 30
+
+    class Lying(io.BytesIO):
+        """Claims (by seeking) a size its reads do not deliver."""
+
+        def read(self, size: int | None = -1) -> bytes:
+            return super().read(max(0, min(end - self.tell(), size or 0)))
+
+    with pytest.raises(HeaderError, match="ended 30 bytes before the end of tensor 'w'") as caught:
+        load(Lying(data))
+    assert caught.value.tensor == "w"
+
+
+def test_a_file_that_changes_after_its_header_is_read(
+    numeric: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "changing.safetensors"
+    path.write_bytes(numeric.read_bytes())
+    real = read_header
+
+    def read_then_truncate(source: Any, **options: Any) -> Any:
+        header = real(source, **options)
+        with path.open("r+b") as file:
+            file.truncate(header.file_size - 1)  # type: ignore[operator]
+        return header
+
+    monkeypatch.setattr("safetensors_header.numpy.read_header", read_then_truncate)
+    with pytest.raises(HeaderError, match="it changed in between"):
+        load(path)

@@ -1,0 +1,332 @@
+"""Kerchunk references and Zarr v3 metadata, read back by fsspec, zarr and xarray."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import build, reference_header, tensor
+
+from safetensors_header import Header, parse_header, read_header
+from safetensors_header._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
+
+# Names Zarr would misread: a "/" makes a group, a leading "." or "__" is reserved,
+# "zarr.json" is the group's own key, and "%" is the escape character.
+AWKWARD_NAMES = ["a/b", "a/b/c", "%", "a%2Fb", ".hidden", "..", "__x", "zarr.json", "é ü", "c"]
+
+# The exotic dtypes: no numpy type of their own; carried as the same bits.
+EXOTIC = build(
+    {
+        "__metadata__": {"format": "pt"},
+        "bf16": tensor("BF16", [2, 3], 0, 12),
+        "e4m3": tensor("F8_E4M3", [4], 12, 16),
+        "e5m2": tensor("F8_E5M2", [2, 2], 16, 20),
+        "e8m0": tensor("F8_E8M0", [1], 20, 21),
+        "e4m3fnuz": tensor("F8_E4M3FNUZ", [3], 21, 24),
+        "e5m2fnuz": tensor("F8_E5M2FNUZ", [], 24, 25),
+        "f4": tensor("F4", [2, 3], 25, 28),
+        "f6": tensor("F6_E2M3", [2, 4], 28, 34),
+    },
+    bytes(range(7, 7 + 34)),
+)
+
+
+def _header(data: bytes) -> Header:
+    return parse_header(data, file_size=len(data))
+
+
+# --- the documents themselves (standard library only) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.weight"),
+        ("a/b", "a%2Fb"),
+        ("a%2Fb", "a%252Fb"),
+        ("%", "%25"),
+        ("", "%"),
+        (".zattrs", "%2Ezattrs"),
+        ("..", "%2E."),
+        ("__metadata", "%5F_metadata"),
+        ("_x", "_x"),
+        ("zarr.json", "%7Aarr.json"),
+        ("zarr.json/x", "zarr.json%2Fx"),
+        ("c", "c"),
+    ],
+)
+def test_node_names(name: str, key: str) -> None:
+    assert zarr_node_name(name) == key
+
+
+def _decode(key: str) -> str:
+    """The inverse of zarr_node_name, to show that no two names share a key."""
+    if key == "%":
+        return ""
+    for prefix, first in (("%2E", "."), ("%5F", "_"), ("%7A", "z")):
+        if key.startswith(prefix):
+            key = first + key[len(prefix) :]
+            break
+    return key.replace("%2F", "/").replace("%25", "%")
+
+
+def test_node_names_are_reversible_and_safe() -> None:
+    hypothesis = pytest.importorskip("hypothesis")
+    st = pytest.importorskip("hypothesis.strategies")
+
+    alphabet = st.sampled_from("/%._z2F5Aa" + "arrjson") | st.characters()
+
+    @hypothesis.settings(max_examples=400, derandomize=True, database=None, deadline=None)
+    @hypothesis.given(st.text(alphabet, max_size=12) | st.sampled_from(AWKWARD_NAMES))
+    def check(name: str) -> None:
+        key = zarr_node_name(name)
+        assert _decode(key) == name
+        assert "/" not in key
+        assert key
+        assert key.strip(".")
+        assert not key.startswith("__")
+        assert key not in ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+
+    check()
+
+
+def test_kerchunk_documents() -> None:
+    entries = {"w/0": tensor("F32", [2, 3], 0, 24), "s": tensor("I64", [], 24, 32)}
+    data = build({"__metadata__": {"k": "v"}, **entries}, 32)
+    header = _header(data)
+    refs = to_kerchunk(header, "s3://bucket/m.safetensors")
+    assert refs["version"] == 1
+    assert json.loads(json.dumps(refs)) == refs  # plain JSON
+    docs = refs["refs"]
+    assert json.loads(docs[".zgroup"]) == {"zarr_format": 2}
+    assert json.loads(docs[".zattrs"]) == {"k": "v"}
+    assert json.loads(docs["w%2F0/.zarray"]) == {
+        "zarr_format": 2,
+        "shape": [2, 3],
+        "chunks": [2, 3],
+        "dtype": "<f4",
+        "compressor": None,
+        "filters": None,
+        "fill_value": None,
+        "order": "C",
+        "dimension_separator": ".",
+    }
+    assert json.loads(docs["w%2F0/.zattrs"]) == {
+        "_ARRAY_DIMENSIONS": ["w%2F0/0", "w%2F0/1"],
+        "safetensors_name": "w/0",
+        "safetensors_dtype": "F32",
+    }
+    start = header.data_start
+    assert docs["w%2F0/0.0"] == ["s3://bucket/m.safetensors", start, 24]
+    assert json.loads(docs["s/.zarray"])["shape"] == []
+    assert docs["s/0"] == ["s3://bucket/m.safetensors", start + 24, 8]  # a scalar's one chunk
+    assert len(docs) == 8
+
+
+def test_kerchunk_dtypes_and_edge_cases() -> None:
+    data = build(
+        {
+            "b": tensor("BOOL", [1], 0, 1),
+            "u": tensor("U8", [1], 1, 2),
+            "i": tensor("I8", [1], 2, 3),
+            "empty": tensor("F16", [0, 4], 3, 3),
+        },
+        3,
+    )
+    docs = to_kerchunk(_header(data), "m")["refs"]
+    assert [json.loads(docs[f"{n}/.zarray"])["dtype"] for n in "bui"] == ["|b1", "|u1", "|i1"]
+    assert json.loads(docs["empty/.zarray"])["chunks"] == [1, 4]  # Zarr wants chunks >= 1
+    assert not [key for key in docs if key.startswith("empty/") and "z" not in key]  # no chunk
+    exotic = to_kerchunk(_header(EXOTIC), "m")["refs"]
+    assert json.loads(exotic["bf16/.zarray"])["dtype"] == "<u2"
+    assert json.loads(exotic["bf16/.zattrs"])["safetensors_dtype"] == "BF16"
+    assert json.loads(exotic["e4m3/.zarray"])["dtype"] == "|u1"
+    f4 = json.loads(exotic["f4/.zarray"])
+    assert (f4["shape"], f4["dtype"]) == ([3], "|u1")  # 6 values, 4 bits each: 3 bytes
+    assert json.loads(exotic["f4/.zattrs"])["safetensors_shape"] == [2, 3]
+
+
+def test_zarr_v3_documents() -> None:
+    data = build({"bf/16": tensor("BF16", [2], 0, 4), "u": tensor("U8", [], 4, 5)}, 5)
+    documents = to_zarr_v3(_header(data))
+    assert documents["zarr.json"] == {"zarr_format": 3, "node_type": "group", "attributes": {}}
+    assert documents["bf%2F16/zarr.json"] == {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [2],
+        "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {"safetensors_name": "bf/16", "safetensors_dtype": "BF16"},
+        "dimension_names": ["bf%2F16/0"],
+    }
+    assert documents["u/zarr.json"]["codecs"] == [{"name": "bytes"}]  # one byte: no endian
+    refs = to_kerchunk(_header(data), "m", zarr_format=3)["refs"]
+    assert sorted(refs) == ["bf%2F16/c/0", "bf%2F16/zarr.json", "u/c", "u/zarr.json", "zarr.json"]
+    with pytest.raises(ValueError, match="zarr_format must be 2 or 3"):
+        to_kerchunk(_header(data), "m", zarr_format=4)  # type: ignore[arg-type]
+
+
+def test_import_stays_standard_library_only() -> None:
+    code = (
+        "import sys, safetensors_header, safetensors_header._zarr, safetensors_header._ranges; "
+        "print(sorted(m for m in ('numpy', 'zarr', 'fsspec', 'virtualizarr', 'ml_dtypes', "
+        "'xarray', 'obstore', 'kerchunk') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- read back by the real libraries -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def numeric(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A file written by the reference: every dtype numpy has, scalars, empties, odd names."""
+    np = pytest.importorskip("numpy")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(7)
+    arrays = {
+        "bool": rng.random((3, 2)) > 0.5,
+        "u8": rng.integers(0, 255, (5,), dtype=np.uint8),
+        "i8": rng.integers(-128, 127, (2, 2), dtype=np.int8),
+        "i16": rng.integers(-1000, 1000, (3,), dtype=np.int16),
+        "u16": rng.integers(0, 60000, (2, 1, 2), dtype=np.uint16),
+        "f16": rng.standard_normal((4,)).astype(np.float16),
+        "i32": rng.integers(-(2**31), 2**31 - 1, (2, 3), dtype=np.int32),
+        "u32": rng.integers(0, 2**32 - 1, (1,), dtype=np.uint32),
+        "f32": rng.standard_normal((3, 4)).astype(np.float32),
+        "c64": (rng.standard_normal(3) + 1j * rng.standard_normal(3)).astype(np.complex64),
+        "f64": rng.standard_normal((2, 2)),
+        "i64": rng.integers(-(2**62), 2**62, (2,), dtype=np.int64),
+        "u64": rng.integers(0, 2**63, (3,), dtype=np.uint64),
+        "scalar": np.array(2.5, dtype=np.float32),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+        "zeros": np.zeros((2,), dtype=np.float64),  # a fill value must not mask them
+    }
+    for index, name in enumerate(AWKWARD_NAMES):
+        arrays[name] = np.full((2,), index, dtype=np.int32)
+    path = tmp_path_factory.mktemp("zarr") / "numeric.safetensors"
+    safetensors_numpy.save_file(arrays, str(path), metadata={"format": "np", "note": "é"})
+    return path, safetensors_numpy.load_file(str(path))
+
+
+def _open_references(refs: dict[str, Any], zarr_format: int) -> Any:
+    fsspec = pytest.importorskip("fsspec")
+    zarr = pytest.importorskip("zarr")
+    # Through JSON, as references are stored.
+    fs = fsspec.filesystem("reference", fo=json.loads(json.dumps(refs)), asynchronous=True)
+    store = zarr.storage.FsspecStore(fs, read_only=True)
+    return zarr.open_group(store, mode="r", zarr_format=zarr_format), store
+
+
+def _assert_same(actual: Any, expected: Any) -> None:
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    assert actual.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_kerchunk_through_fsspec_and_zarr(
+    numeric: tuple[Path, dict[str, Any]], zarr_format: int
+) -> None:
+    path, expected = numeric
+    header = read_header(path)
+    group, _ = _open_references(
+        to_kerchunk(header, str(path), zarr_format=zarr_format), zarr_format
+    )
+    assert dict(group.attrs) == {"format": "np", "note": "é"}
+    assert sorted(group.array_keys()) == sorted(zarr_node_name(name) for name in expected)
+    for name, array in expected.items():
+        z = group[zarr_node_name(name)]
+        _assert_same(z[...], array)
+        assert z.attrs["safetensors_name"] == name
+
+
+def test_kerchunk_from_an_fsspec_memory_filesystem(numeric: tuple[Path, dict[str, Any]]) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    path, expected = numeric
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/weights/numeric.safetensors", path.read_bytes())
+    try:
+        header = read_header(path)
+        group, _ = _open_references(to_kerchunk(header, "memory://weights/numeric.safetensors"), 2)
+        for name, array in expected.items():
+            _assert_same(group[zarr_node_name(name)][...], array)
+    finally:
+        memory.rm("/weights", recursive=True)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_kerchunk_through_xarray(numeric: tuple[Path, dict[str, Any]], zarr_format: int) -> None:
+    xarray = pytest.importorskip("xarray")
+    path, expected = numeric
+    refs = to_kerchunk(read_header(path), str(path), zarr_format=zarr_format)
+    _, store = _open_references(refs, zarr_format)
+    dataset = xarray.open_zarr(store, consolidated=False, zarr_format=zarr_format)
+    assert dataset.attrs == {"format": "np", "note": "é"}
+    for name, array in expected.items():
+        variable = dataset[zarr_node_name(name)]
+        assert variable.dims == tuple(f"{zarr_node_name(name)}/{i}" for i in range(array.ndim))
+        _assert_same(variable.values, array)
+
+
+def test_exotic_dtypes_carried_as_their_bits(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "exotic.safetensors"
+    path.write_bytes(EXOTIC)
+    reference = reference_header(EXOTIC)  # name -> (dtype, shape, bytes), from the reference
+    for zarr_format in (2, 3):
+        refs = to_kerchunk(read_header(path), str(path), zarr_format=zarr_format)
+        group, _ = _open_references(refs, zarr_format)
+        for name, (dtype, shape, raw) in reference.items():
+            z = group[name]
+            assert z.attrs["safetensors_dtype"] == dtype
+            values = z[...]
+            assert values.tobytes() == raw
+            if dtype in ("F4", "F6_E2M3"):
+                assert values.dtype == np.uint8
+                assert list(z.attrs["safetensors_shape"]) == list(shape)
+            else:
+                assert values.dtype == (np.uint16 if dtype == "BF16" else np.uint8)
+                assert values.shape == shape
+
+
+def test_exotic_dtypes_view_as_ml_dtypes(tmp_path: Path) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    np = pytest.importorskip("numpy")
+    values = np.array([1.0, -2.5, 0.15625], dtype=ml_dtypes.bfloat16)
+    data = build({"w": tensor("BF16", [3], 0, 6)}, values.tobytes())
+    path = tmp_path / "bf16.safetensors"
+    path.write_bytes(data)
+    group, _ = _open_references(to_kerchunk(read_header(path), str(path)), 2)
+    assert group["w"][...].view(ml_dtypes.bfloat16).tolist() == [1.0, -2.5, 0.15625]
+
+
+def test_zarr_v3_documents_in_a_zarr_store(numeric: tuple[Path, dict[str, Any]]) -> None:
+    zarr = pytest.importorskip("zarr")
+    from zarr.core.buffer import cpu
+
+    path, expected = numeric
+    data = path.read_bytes()
+    header = read_header(path)
+    contents = {key: json.dumps(doc).encode() for key, doc in to_zarr_v3(header).items()}
+    for info in header.tensors.values():  # the chunks, at the keys the documents promise
+        if info.numel:
+            chunk = "/".join(["c"] + ["0"] * len(info.shape))
+            contents[f"{zarr_node_name(info.name)}/{chunk}"] = data[info.start : info.end]
+    store = zarr.storage.MemoryStore({k: cpu.Buffer.from_bytes(v) for k, v in contents.items()})
+    group = zarr.open_group(store, mode="r", zarr_format=3)
+    assert dict(group.attrs) == {"format": "np", "note": "é"}
+    for name, array in expected.items():
+        z = group[zarr_node_name(name)]
+        assert z.metadata.dimension_names == tuple(
+            f"{zarr_node_name(name)}/{i}" for i in range(array.ndim)
+        )
+        _assert_same(z[...], array)
