@@ -23,6 +23,32 @@ _REFERENCE_MESSAGES = {
 }
 
 
+# The reference writer's dtype names (safetensors.TensorSpec), for every dtype it can write:
+# all but F6_E2M3 and F6_E3M2.
+REFERENCE_WRITER_DTYPES = {
+    "BOOL": "bool",
+    "F4": "float4_e2m1fn_x2",
+    "U8": "uint8",
+    "I8": "int8",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "I16": "int16",
+    "U16": "uint16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I32": "int32",
+    "U32": "uint32",
+    "F32": "float32",
+    "C64": "complex64",
+    "F64": "float64",
+    "I64": "int64",
+    "U64": "uint64",
+}
+
+
 def build(
     header: str | bytes | dict[str, Any],
     data: bytes | int = b"",

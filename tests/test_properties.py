@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import build, reference_header, reference_kind
+from conftest import REFERENCE_WRITER_DTYPES, build, reference_header, reference_kind
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -930,29 +930,7 @@ def test_numpy_writer_round_trip(
     assert summary(read_header(path)) == summary(read_header(data))
 
 
-# The reference writer's dtype names (TensorSpec), for the dtypes it can write (not F6).
-_SPEC_DTYPES = {
-    "BOOL": "bool",
-    "U8": "uint8",
-    "I8": "int8",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "I16": "int16",
-    "U16": "uint16",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I32": "int32",
-    "U32": "uint32",
-    "F32": "float32",
-    "C64": "complex64",
-    "F64": "float64",
-    "I64": "int64",
-    "U64": "uint64",
-    "F4": "float4_e2m1fn_x2",
-}
+_SPEC_DTYPES = REFERENCE_WRITER_DTYPES
 
 
 @_settings(60)

@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_header, reference_kind, tensor
+from conftest import (
+    HAVE_REFERENCE,
+    REFERENCE_WRITER_DTYPES,
+    build,
+    reference_header,
+    reference_kind,
+    tensor,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -32,28 +39,7 @@ from safetensors_header._writer import encode_header, update_metadata, write_fil
 U64_MAX = 2**64 - 1
 DTYPES = tuple(DTYPE_BITS)
 # The reference's names for our dtypes (TensorSpec rejects the format's own names).
-REFERENCE_DTYPES = {
-    "BOOL": "bool",
-    "F4": "float4_e2m1fn_x2",
-    "U8": "uint8",
-    "I8": "int8",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "I16": "int16",
-    "U16": "uint16",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I32": "int32",
-    "U32": "uint32",
-    "F32": "float32",
-    "C64": "complex64",
-    "F64": "float64",
-    "I64": "int64",
-    "U64": "uint64",
-}
+REFERENCE_DTYPES = REFERENCE_WRITER_DTYPES
 WRITABLE_BY_REFERENCE = tuple(d for d in DTYPES if d in REFERENCE_DTYPES)
 
 Tensors = dict[str, tuple[str, tuple[int, ...], bytes]]
