@@ -25,11 +25,13 @@ import gc
 import json
 import math
 import re
+import sys
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain, repeat
-from operator import itemgetter, le, mul, sub
+from itertools import accumulate, chain, repeat
+from operator import index, itemgetter, le, mul, sub
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
@@ -45,9 +47,6 @@ MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE (10^8 by
 _U64_MAX: Final = 2**64 - 1  # offsets, dims and sizes are u64 (usize) in the reference
 _I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats
 _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
-# The fast size check multiplies whole shapes at once; a shape with more dims than this goes
-# to the exact walk, which stops at the first overflowing product (no huge intermediates).
-_FAST_MAX_RANK: Final = 32
 _TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")
 _METADATA_KEY: Final = "__metadata__"
 
@@ -105,13 +104,41 @@ def parse_header(
             ``needed`` says how many bytes to pass instead (kind ``PrefixTooShort`` if
             ``file_size`` shows the file is long enough). Any other exception is a bug.
     """
-    with memoryview(prefix) as raw, raw.cast("B") as view:
-        header_size, text = _split(view, file_size, max_header_size)
+    if file_size is not None:
+        file_size = index(file_size)
+        if file_size < 0:
+            raise ValueError(f"file_size must be 0 or more, not {file_size}")
+    with memoryview(prefix) as raw:
+        try:
+            view = raw.cast("B")
+        except TypeError:
+            raise TypeError("parse_header() needs a C-contiguous bytes-like object") from None
+        with view:
+            header_size, text = _split(view, file_size, max_header_size)
+    if _C_STACK_AT_RISK and sys.getrecursionlimit() > _SAFE_RECURSION_LIMIT:
+        _check_depth(text)
     with _gc_paused():
         columns = _fast_columns(text)
         if columns is None:
             columns = _layout(_exact_columns(text))
         return _build(columns, header_size, file_size)
+
+
+# Before Python 3.12, json's C scanner recurses as deep as sys.getrecursionlimit() allows, so a
+# caller who raised the limit far enough lets deep nesting overflow the C stack (a crash, not
+# a RecursionError). Then the depth is measured first, without recursion.
+_C_STACK_AT_RISK: Final = sys.version_info < (3, 12)
+_SAFE_RECURSION_LIMIT: Final = 10_000
+_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _check_depth(text: str) -> None:
+    """serde_json's nesting limit, found by counting brackets outside strings."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > _MAX_DEPTH:
+        _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
 
 
 def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
@@ -594,8 +621,12 @@ def _sizes_match(
     Element counts are computed once per distinct shape.
     """
     distinct = dict.fromkeys(shapes)
-    # Bounds the cost of math.prod: the exact walk stops at the first overflowing product.
-    if max(map(len, distinct)) > _FAST_MAX_RANK:
+    # Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of
+    # bit_length - 1) and below the square of that: at 2^61 or more it cannot match a span,
+    # below it no intermediate product exceeds 2^122. (Shapes with a 0 are checked below.)
+    if any(
+        0 not in shape and sum(map(int.bit_length, shape)) - len(shape) >= 61 for shape in distinct
+    ):
         return False
     count_of = dict(zip(distinct, map(math.prod, distinct), strict=True))
     # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]), and
@@ -709,19 +740,32 @@ def _fail(
     raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed, hint=hint)
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # parses under way in this process
+_gc_was_enabled = False  # whether the first of them found the collector on
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while parsing.
 
     A large header makes hundreds of thousands of acyclic objects, and each collection the
-    allocations trigger walks all of them: pausing halves the time for 100,000 tensors.
-    Nothing made here can form a cycle, so nothing is left for the collector.
+    allocations trigger walks all of them: pausing makes a 100,000-tensor header 40 % faster.
+    Nothing made here can form a cycle, so nothing is left for the collector. Concurrent
+    parses share one pause: the collector is turned back on when the last one ends, and only
+    if it was on when the first one began. (A thread that turns it off meanwhile finds it
+    on again then: the one race this cannot see.)
     """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
+    global _gc_pauses, _gc_was_enabled  # noqa: PLW0603 - process-wide, as gc's state is
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()

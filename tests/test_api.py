@@ -226,3 +226,12 @@ def test_lazy_names_load_on_first_use() -> None:
     assert {"write_file", "read_checkpoint", "audit_header"} <= set(dir(safetensors_header))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         safetensors_header.nope  # noqa: B018
+
+
+def test_file_size_and_buffer_checks() -> None:
+    with pytest.raises(ValueError, match="file_size must be 0 or more"):
+        parse_header(FILE, file_size=-5)
+    with pytest.raises(TypeError):
+        parse_header(FILE, file_size=10.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="C-contiguous"):
+        parse_header(memoryview(FILE)[::2])

@@ -15,7 +15,7 @@ from test_rules import (
     TOP_LEVEL_CASES,
 )
 
-from safetensors_header import HeaderError, _parser, read_header
+from safetensors_header import HeaderError, _parser, parse_header, read_header
 
 ALL_CASES = [
     *LAYOUT_CASES,
@@ -121,6 +121,26 @@ def test_garbage_collector_state_is_restored() -> None:
     assert gc.isenabled()
 
 
+def test_concurrent_parses_share_one_pause() -> None:
+    assert gc.isenabled()
+    with _parser._gc_paused():
+        assert not gc.isenabled()
+        with _parser._gc_paused():  # a second parse, as from another thread
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first one is still running
+    assert gc.isenabled()
+
+
+def test_parses_from_many_threads_restore_the_collector() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = build({f"t{i}": tensor("U8", [1], i, i + 1) for i in range(20_000)}, 20_000)
+    with ThreadPoolExecutor(8) as pool:
+        headers = list(pool.map(read_header, [data] * 16))
+    assert all(header == headers[0] for header in headers)
+    assert gc.isenabled()
+
+
 def test_sorted_and_unsorted_headers_read_alike() -> None:
     forward = build({"x": tensor("F32", [2], 0, 8), "y": tensor("U8", [1], 8, 9)}, 9)
     backward = build({"y": tensor("U8", [1], 8, 9), "x": tensor("F32", [2], 0, 8)}, 9)
@@ -128,6 +148,34 @@ def test_sorted_and_unsorted_headers_read_alike() -> None:
     assert read_header(backward).tensors == read_header(forward).tensors
 
 
-def test_high_rank_shape_goes_to_the_walk() -> None:
+def test_high_rank_shape_stays_on_the_fast_path() -> None:
     data = build({"x": tensor("U8", [1] * 40, 0, 1)}, 1)
+    assert _parser._fast_columns(text_of(data)) is not None
     assert read_header(data).tensors["x"].shape == (1,) * 40
+
+
+def test_a_valid_layout_beyond_2_to_the_61_is_walked() -> None:
+    # The fast check gives up past 2^61 bytes of data; the walk accepts the layout, and with
+    # no file_size nothing else is checked.
+    big = 2**61 - 1
+    header = {"a": tensor("U8", [big], 0, big), "b": tensor("U8", [10], big, big + 10)}
+    prefix = build(header)
+    assert _parser._fast_columns(text_of(prefix)) is None
+    assert parse_header(prefix).data_size == big + 10
+
+
+@pytest.mark.parametrize(
+    ("levels", "expected"), [(127, None), (128, "InvalidHeaderDeserialization")]
+)
+def test_the_depth_count_used_under_a_raised_recursion_limit(
+    monkeypatch: pytest.MonkeyPatch, levels: int, expected: str | None
+) -> None:
+    monkeypatch.setattr(_parser, "_C_STACK_AT_RISK", True)
+    monkeypatch.setattr(_parser, "_SAFE_RECURSION_LIMIT", 0)
+    inner = levels - 2  # the outer object and the entry count too
+    body = '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":[' + "[" * (inner - 1)
+    body += '"[[[[{{{\\"]"' + "]" * (inner - 1) + "]}}"  # brackets in a string do not count
+    data = build(body, 1)
+    result = outcome(data)
+    kind = result[0] if isinstance(result, tuple) else None
+    assert kind == expected
