@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # The reference's error Display strings (safetensors/src/tensor.rs) -> its variant names.
 _REFERENCE_MESSAGES = {
@@ -47,6 +48,21 @@ REFERENCE_WRITER_DTYPES = {
     "I64": "int64",
     "U64": "uint64",
 }
+
+
+def bounded(max_examples: int) -> settings:
+    """Hypothesis settings for CI: bounded, derandomized, no example database."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.function_scoped_fixture,
+        ],
+    )
 
 
 def build(

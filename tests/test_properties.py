@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_WRITER_DTYPES, build, reference_header, reference_kind
-from hypothesis import HealthCheck, example, given, settings
+from conftest import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import safetensors_header._parser as parser_module
@@ -39,14 +39,7 @@ U64_MAX = 2**64 - 1
 DTYPES = tuple(DTYPE_BITS)  # enum order, BOOL first
 
 
-def _settings(max_examples: int) -> settings:
-    return settings(
-        max_examples=max_examples,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+_settings = bounded
 
 
 # --- a JSON writer that can write anything serde_json might meet ------------------------------

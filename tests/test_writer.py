@@ -24,12 +24,13 @@ import pytest
 from conftest import (
     HAVE_REFERENCE,
     REFERENCE_WRITER_DTYPES,
+    bounded,
     build,
     reference_header,
     reference_kind,
     tensor,
 )
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import safetensors_header._writer as writer_module
@@ -45,14 +46,7 @@ WRITABLE_BY_REFERENCE = tuple(d for d in DTYPES if d in REFERENCE_DTYPES)
 Tensors = dict[str, tuple[str, tuple[int, ...], bytes]]
 
 
-def _settings(max_examples: int) -> settings:
-    return settings(
-        max_examples=max_examples,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+_settings = bounded
 
 
 def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
