@@ -145,14 +145,13 @@ def read_url(
         raise ValueError(f"retries must be 0 or more, not {retries}")
     client = _Client(url, headers or {}, timeout, retries, max_header_size)
     first = client.get(0, first_read)
-    if first.whole:
-        return parse_header(first.data, file_size=first.size, max_header_size=max_header_size)
     try:
         return parse_header(first.data, file_size=first.size, max_header_size=max_header_size)
     except HeaderError as error:
         needed = error.needed
-        # Short of F bytes, the first reply was the whole file: judge it as it is.
-        if needed is None or len(first.data) < first_read:
+        # A 200 was read as far as the header needs, and a 206 short of first_read bytes was
+        # the whole file: either way there is nothing more to ask for; judge it as it is.
+        if needed is None or first.whole or len(first.data) < first_read:
             raise
     rest = client.get(len(first.data), needed, if_range=first.etag)
     if rest.whole:  # the file changed (If-Range), or Range stopped being honoured: it is all here
