@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -126,18 +126,15 @@ def read_checkpoint(
         "first_read": first_read,
         "retries": retries,
     }
-    shard_sources: list[str | Path]
+    locate: Callable[[str], str | Path]
     if isinstance(source, str) and is_url(source):
         if not urlsplit(source).path.endswith(".json"):
             return _single(urlsplit(source).path.rsplit("/", 1)[-1], read_header(source, **options))
         raw = fetch_document(
             source, limit=_MAX_INDEX_SIZE, headers=headers, timeout=timeout, retries=retries
         )
-        metadata, weight_map = _parse_index(raw, redact(source))
-        shard_names = list(dict.fromkeys(weight_map.values()))
-        for name in shard_names:
-            _check_shard_name(name, redact(source))
-        shard_sources = [urljoin(source, quote(name)) for name in shard_names]
+        where = redact(source)
+        locate = lambda name: urljoin(source, quote(name))  # noqa: E731
     else:
         path = Path(source)
         if path.is_dir():
@@ -146,11 +143,13 @@ def read_checkpoint(
             return _single(path.name, read_header(path, max_header_size=max_header_size))
         with path.open("rb") as file:
             raw = file.read(_MAX_INDEX_SIZE + 1)
-        metadata, weight_map = _parse_index(raw, str(path))
-        shard_names = list(dict.fromkeys(weight_map.values()))
-        for name in shard_names:
-            _check_shard_name(name, str(path))
-        shard_sources = [path.parent / name for name in shard_names]
+        where = str(path)
+        locate = path.parent.joinpath
+    metadata, weight_map = _parse_index(raw, where)
+    shard_names = list(dict.fromkeys(weight_map.values()))
+    for name in shard_names:
+        _check_shard_name(name, where)
+    shard_sources = [locate(name) for name in shard_names]
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
         headers_read = list(pool.map(lambda shard: read_header(shard, **options), shard_sources))
     files = dict(zip(shard_names, headers_read, strict=True))
