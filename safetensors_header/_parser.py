@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import accumulate, chain, repeat
 from operator import index, itemgetter, le, mul, sub
@@ -209,7 +209,7 @@ def _fast_columns(text: str) -> _Columns | None:
     if "\\" in text and _RISKY_ESCAPE.search(text):
         return None
     try:
-        top = json.loads(text)
+        top = _FAST_DECODER.decode(text)  # stops at any float, NaN or Infinity
     except (ValueError, RecursionError):
         return None
     if type(top) is not dict:
@@ -232,41 +232,60 @@ def _fast_columns(text: str) -> _Columns | None:
     # If the text holds exactly as many ':' as the keys and strings we kept, json.loads'
     # "last wins" dropped nothing: no duplicate key anywhere, at any level. Likewise a '-'
     # outside the kept strings is a negative number somewhere (or "-0", which json.loads
-    # reads as the integer 0 and serde_json as a float).
+    # reads as the integer 0 and serde_json as a float), and an 'e' beyond the one in each
+    # of the three field names per entry is a true or a false (the decoder already stopped
+    # at any float). Dtype names are upper case: the strings not kept hold no ':', '-', 'e'.
     kept = "".join(kept_strings)
     if text.count(":") != kept_keys + kept.count(":"):
         return None
     if "-" in text and text.count("-") != kept.count("-"):
+        return None
+    if text.count("e") != 3 * len(entries) + kept.count("e"):
         return None
     if not entries:
         return [], [], [], [], [], metadata
     try:
         # Only objects of exactly dtype, shape and data_offsets get through: a list entry
         # (array form) raises TypeError, a missing field KeyError, a map-form dtype
-        # TypeError (unhashable), offsets that are not a pair a length mismatch. No entry
-        # has a fourth key: the ':' count allowed three keys per entry.
-        dtypes = list(map(_get_dtype, entries))
+        # TypeError (unhashable), an unknown dtype KeyError, offsets that are not a pair a
+        # length mismatch, a shape holding an array TypeError (unhashable). No entry has a
+        # fourth key: the ':' count allowed three keys per entry.
+        dtypes = list(map(_DTYPE_NAME.__getitem__, map(_get_dtype, entries)))
         shapes = list(map(_get_shape, entries))
         offsets = list(map(_get_offsets, entries))
-        if not _DTYPE_NAMES.issuperset(dtypes) or set(map(len, offsets)) != {2}:
+        if not _all_of_type(shapes, list) or set(map(len, offsets)) != {2}:
             return None
         begins = list(map(_first, offsets))
         ends = list(map(_second, offsets))
+        shapes, distinct = _interned(shapes)
     except (TypeError, KeyError):
         return None
-    # JSON integers only: no bool, float or null. No negative number is in the text (above);
-    # offsets too large are caught by the layout check (last end bounded).
+    # JSON integers only: the text holds no float and no bool (above), so equal shapes are
+    # equal integers and the distinct ones tell the types of all. No negative number is in
+    # the text; offsets too large are caught by the layout check (last end bounded).
     if not (
-        _all_of_type(shapes, list)
-        and _all_of_type(chain.from_iterable(shapes), int)
+        _all_of_type(chain.from_iterable(distinct), int)
         and _all_of_type(begins, int)
         and _all_of_type(ends, int)
     ):
         return None
-    columns = _by_offsets((names, dtypes, _interned(shapes), begins, ends, metadata))
-    return columns if _layout_holds(columns) else None
+    columns: _Columns = (names, dtypes, shapes, begins, ends, metadata)
+    if not _chained(begins, ends):
+        columns = _sorted(columns)
+        if not _chained(columns[3], columns[4]):
+            return None
+    # Chained with every size matching means every end >= begin: the rows are in the
+    # reference's order, and its walk would pass them.
+    return columns if _sizes_hold(columns, distinct) else None
 
 
+def _no_float(token: str) -> NoReturn:
+    raise ValueError(f"{token} is not an integer")
+
+
+# The fast path reads integers only: any float, NaN or Infinity hands the text to the exact path.
+_FAST_DECODER: Final = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float)
+_DTYPE_NAME: Final = {name: name for name in DTYPE_BITS}  # also makes dtypes one object each
 _get_dtype = itemgetter("dtype")
 _get_shape = itemgetter("shape")
 _get_offsets = itemgetter("data_offsets")
@@ -274,11 +293,11 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 
 
-def _interned(shapes: Iterable[Iterable[int]]) -> list[tuple[int, ...]]:
-    """Shapes as tuples, one object per distinct shape (a checkpoint has few)."""
+def _interned(shapes: Iterable[Iterable[int]]) -> tuple[list[_Shape], dict[_Shape, _Shape]]:
+    """Shapes as tuples, one object per distinct shape (a checkpoint has few); the distinct."""
     tuples = list(map(tuple, shapes))
-    distinct: dict[tuple[int, ...], tuple[int, ...]] = {}
-    return list(map(distinct.setdefault, tuples, tuples))
+    distinct: dict[_Shape, _Shape] = {}
+    return list(map(distinct.setdefault, tuples, tuples)), distinct
 
 
 def _all_of_type(values: Iterable[object], kind: type) -> bool:
@@ -407,7 +426,7 @@ def _exact_columns(text: str) -> _Columns:
     if not names:
         return [], [], [], [], [], metadata
     dtypes, shapes, begins, ends = map(list, zip(*tensors.values(), strict=True))
-    return names, dtypes, _interned(shapes), begins, ends, metadata
+    return names, dtypes, _interned(shapes)[0], begins, ends, metadata
 
 
 def _check_tree(top: object, *, strings: bool) -> None:
@@ -541,17 +560,19 @@ def _bad_json(message: str, *, tensor: str | None = None, offset: int | None = N
 
 def _layout(columns: _Columns) -> _Columns:
     """The reference's Metadata::validate on type-checked columns: sort, then walk."""
-    columns = _by_offsets(columns)
-    if not _layout_holds(columns):
+    names, _, shapes, begins, ends, _ = columns
+    if not names:
+        return columns
+    if not (_chained(begins, ends) and all(map(le, begins, ends))):
+        columns = _sorted(columns)  # the usual file is in order already
+    if not (_chained(columns[3], columns[4]) and _sizes_hold(columns, dict.fromkeys(shapes))):
         _walk(*columns[:5])
     return columns
 
 
-def _by_offsets(columns: _Columns) -> _Columns:
+def _sorted(columns: _Columns) -> _Columns:
     """The rows sorted by (begin, end), as the reference sorts; header order kept for ties."""
     names, dtypes, shapes, begins, ends, metadata = columns
-    if not names or (_chained(begins, ends) and all(map(le, begins, ends))):
-        return columns  # already in order: the usual case, no sort
     order = sorted(range(len(names)), key=list(zip(begins, ends, strict=True)).__getitem__)
     return (
         list(map(names.__getitem__, order)),
@@ -563,15 +584,14 @@ def _by_offsets(columns: _Columns) -> _Columns:
     )
 
 
-def _layout_holds(columns: _Columns) -> bool:
-    """Whole-column check that the sorted rows pass the reference's walk (False: walk them)."""
+def _sizes_hold(columns: _Columns, distinct: Collection[_Shape]) -> bool:
+    """Whole-column check that chained rows pass the rest of the reference's walk."""
     _, dtypes, shapes, begins, ends, _ = columns
-    return not begins or (
-        _chained(begins, ends)
+    return (
         # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
-        and ends[-1] <= _U64_MAX >> 3
+        ends[-1] <= _U64_MAX >> 3
         # Also rejects any end < begin: no element count makes a negative size.
-        and _sizes_match(dtypes, shapes, begins, ends)
+        and _sizes_match(dtypes, shapes, begins, ends, distinct)
     )
 
 
@@ -613,14 +633,17 @@ def _chained(begins: list[int], ends: list[int]) -> bool:
 
 
 def _sizes_match(
-    dtypes: list[str], shapes: list[_Shape], begins: list[int], ends: list[int]
+    dtypes: list[str],
+    shapes: list[_Shape],
+    begins: list[int],
+    ends: list[int],
+    distinct: Collection[_Shape],
 ) -> bool:
     """Every span is exactly elements x dtype size, no element count overflowing u64.
 
     The caller has bounded every span below 2^61 bytes, so bit counts cannot overflow.
-    Element counts are computed once per distinct shape.
+    Element counts are computed once per distinct shape (`distinct`: each shape once).
     """
-    distinct = dict.fromkeys(shapes)
     # Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of
     # bit_length - 1) and below the square of that: at 2^61 or more it cannot match a span,
     # below it no intermediate product exceeds 2^122. (Shapes with a 0 are checked below.)

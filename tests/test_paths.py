@@ -76,6 +76,30 @@ def test_fast_path_takes_a_canonical_header() -> None:
         pytest.param('{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,1]}}', id="minus-zero"),
         pytest.param('{"a":{"dtype":"U8","shape":[true],"data_offsets":[0,1]}}', id="bool"),
         pytest.param('{"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}}', id="float"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1e0],"data_offsets":[0,1]}}', id="exponent"),
+        pytest.param('{"a":{"dtype":"U8","shape":[NaN],"data_offsets":[0,1]}}', id="nan"),
+        pytest.param('{"__metadata__":{"k":0.5}}', id="metadata-float"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+            '"b":{"dtype":"U8","shape":[true],"data_offsets":[1,2]}}',
+            id="bool-shape-equal-to-an-int-one",
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+            '"b":{"dtype":"U8","shape":[1.0],"data_offsets":[1,2]}}',
+            id="float-shape-equal-to-an-int-one",
+        ),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[false,1]}}', id="bool-offset"),
+        pytest.param('{"a":{"dtype":"U8","shape":[null],"data_offsets":[0,1]}}', id="null-dim"),
+        pytest.param('{"a":{"dtype":"U8","shape":["1"],"data_offsets":[0,1]}}', id="string-dim"),
+        pytest.param('{"a":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}}', id="array-dim"),
+        pytest.param('{"a":{"dtype":"U8","shape":"","data_offsets":[0,1]}}', id="shape-string"),
+        pytest.param('{"a":{"dtype":"U8","shape":[],"data_offsets":"01"}}', id="offsets-string"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},'
+            '"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}',
+            id="sorted-not-chained",
+        ),
         pytest.param('{"a":{"dtype":"U8","shape":1,"data_offsets":[0,1]}}', id="shape-int"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1.0]}}', id="offset-float"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0]}}', id="one-offset"),
@@ -139,6 +163,21 @@ def test_parses_from_many_threads_restore_the_collector() -> None:
         headers = list(pool.map(read_header, [data] * 16))
     assert all(header == headers[0] for header in headers)
     assert gc.isenabled()
+
+
+def test_fast_path_sorts_an_unsorted_valid_header() -> None:
+    header = build({"y": tensor("U8", [1], 8, 9), "x": tensor("F32", [2], 0, 8)}, 9)
+    columns = _parser._fast_columns(text_of(header))
+    assert columns is not None
+    assert columns[0] == ["x", "y"]
+    assert columns[3:5] == ([0, 8], [8, 9])
+
+
+def test_fast_path_keeps_one_object_per_dtype_and_shape() -> None:
+    header = build({f"t{i}": tensor("F32", [2, 3], 24 * i, 24 * i + 24) for i in range(3)}, 72)
+    infos = list(read_header(header).tensors.values())
+    assert len({id(info.dtype) for info in infos}) == 1
+    assert len({id(info.shape) for info in infos}) == 1
 
 
 def test_sorted_and_unsorted_headers_read_alike() -> None:
