@@ -42,6 +42,7 @@ CASES: dict[str, Callable[[], bytes]] = {
     "100,000-digit float": lambda: frame('{"a":' + ENTRY + ',"x":1' + "0" * 100_000 + ".5}}"),
     "100,000-digit dim": lambda: frame(shape("9" * 100_000)),
     "100,001 dims": lambda: frame(shape("1," * 100_000 + "1")),
+    "40,000 dims of 2^64-1, then 0": lambda: frame(shape("18446744073709551615," * 40_000 + "0")),
     "100,000 lone surrogates": lambda: frame(
         '{"__metadata__":{"k":"' + "\\ud800" * 100_000 + '"}}'
     ),

@@ -2,8 +2,10 @@
 
 Every rule is the reference's (the Rust core of the ``safetensors`` package, ``read_metadata``
 and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
-verdict and the error kind on any input are the reference's. The rules, case by case, are in
-the project's format-rules.md.
+verdict and the error kind on any input are the reference's. (One exception: with two
+non-empty tensors on one byte range the reference's own kind varies from run to run with
+its hash-map order; ours is always one of the kinds it gives.) The rules, case by case, are
+in the project's format-rules.md.
 
 Two JSON paths give the same result:
 
@@ -645,13 +647,15 @@ def _sizes_match(
     Element counts are computed once per distinct shape (`distinct`: each shape once).
     """
     # Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of
-    # bit_length - 1) and below the square of that: at 2^61 or more it cannot match a span,
-    # below it no intermediate product exceeds 2^122. (Shapes with a 0 are checked below.)
+    # bit_length - 1) and below the square of that: from 2^61 elements on the check gives up
+    # (False: the walk decides; only a sub-byte dtype could still match a span below 2^61
+    # bytes), below it no intermediate product exceeds 2^122. A shape with a 0 counts 0
+    # elements without multiplying (its dims may be huge), and is checked below.
     if any(
         0 not in shape and sum(map(int.bit_length, shape)) - len(shape) >= 61 for shape in distinct
     ):
         return False
-    count_of = dict(zip(distinct, map(math.prod, distinct), strict=True))
+    count_of = {shape: 0 if 0 in shape else math.prod(shape) for shape in distinct}
     # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]), and
     # hides a dim beyond u64 (a float to serde_json) after it ([0, 2^70]). Any other
     # overflowing count cannot match a span below 2^61.
