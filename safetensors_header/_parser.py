@@ -235,14 +235,15 @@ def _fast_columns(text: str) -> _Columns | None:
     # "last wins" dropped nothing: no duplicate key anywhere, at any level. Likewise a '-'
     # outside the kept strings is a negative number somewhere (or "-0", which json.loads
     # reads as the integer 0 and serde_json as a float), and an 'e' beyond the one in each
-    # of the three field names per entry is a true or a false (the decoder already stopped
-    # at any float). Dtype names are upper case: the strings not kept hold no ':', '-', 'e'.
+    # of the three field names per entry and the hex digits of \u escapes is a true or a
+    # false (the decoder already stopped at any float). Dtype names are upper case: the
+    # strings not kept hold no ':', '-' or 'e'.
     kept = "".join(kept_strings)
     if text.count(":") != kept_keys + kept.count(":"):
         return None
     if "-" in text and text.count("-") != kept.count("-"):
         return None
-    if text.count("e") != 3 * len(entries) + kept.count("e"):
+    if not _e_accounted_for(text, 3 * len(entries) + kept.count("e")):
         return None
     if not entries:
         return [], [], [], [], [], metadata
@@ -279,6 +280,23 @@ def _fast_columns(text: str) -> _Columns | None:
     # Chained with every size matching means every end >= begin: the rows are in the
     # reference's order, and its walk would pass them.
     return columns if _sizes_hold(columns, distinct) else None
+
+
+def _e_accounted_for(text: str, expected: int) -> bool:
+    """Whether the text's 'e's are the `expected` ones in strings plus \\u escapes' hex digits.
+
+    The hex digits are counted only when there are more 'e's than expected (a regex pass):
+    Python's json.dumps writes "é" as \\u00e9.
+    """
+    found = text.count("e")
+    return found == expected or (
+        "\\" in text and found == expected + "".join(_U_ESCAPE.findall(text)).count("e")
+    )
+
+
+# Escapes are matched left to right, so that an escaped backslash before "u00e9" (\\u00e9 in
+# the text) does not start one; JSON has no backslash outside strings.
+_U_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 
 
 def _no_float(token: str) -> NoReturn:

@@ -90,6 +90,11 @@ def test_fast_path_takes_a_canonical_header() -> None:
             id="float-shape-equal-to-an-int-one",
         ),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[false,1]}}', id="bool-offset"),
+        pytest.param(
+            '{"\\u00e9":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+            '"b":{"dtype":"U8","shape":[true],"data_offsets":[1,2]}}',
+            id="bool-beside-an-escaped-e",
+        ),
         pytest.param('{"a":{"dtype":"U8","shape":[null],"data_offsets":[0,1]}}', id="null-dim"),
         pytest.param('{"a":{"dtype":"U8","shape":["1"],"data_offsets":[0,1]}}', id="string-dim"),
         pytest.param('{"a":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}}', id="array-dim"),
@@ -163,6 +168,24 @@ def test_parses_from_many_threads_restore_the_collector() -> None:
         headers = list(pool.map(read_header, [data] * 16))
     assert all(header == headers[0] for header in headers)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("caf\\u00e9.weight", id="json.dumps-escapes-non-ascii"),
+        pytest.param("\\u4e2d\\u6587", id="cjk"),
+        pytest.param("a\\\\u00e9\\u00e9", id="escaped-backslash-then-u00e9"),
+    ],
+)
+def test_fast_path_takes_escaped_names(name: str) -> None:
+    text = (
+        '{"__metadata__":{"note":"line\\none"},'
+        f'"{name}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}'
+    )
+    fast = _parser._fast_columns(text)
+    assert fast is not None
+    assert fast == _parser._layout(_parser._exact_columns(text))
 
 
 def test_fast_path_sorts_an_unsorted_valid_header() -> None:
