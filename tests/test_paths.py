@@ -196,7 +196,10 @@ def test_fast_path_sorts_an_unsorted_valid_header() -> None:
     assert columns[3:5] == ([0, 8], [8, 9])
 
 
-def test_fast_path_keeps_one_object_per_dtype_and_shape() -> None:
+@pytest.mark.parametrize("path", ["fast", "exact"])
+def test_one_object_per_dtype_and_shape(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if path == "exact":
+        monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
     header = build({f"t{i}": tensor("F32", [2, 3], 24 * i, 24 * i + 24) for i in range(3)}, 72)
     infos = list(read_header(header).tensors.values())
     assert len({id(info.dtype) for info in infos}) == 1
