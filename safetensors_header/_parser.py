@@ -9,11 +9,12 @@ in the project's format-rules.md.
 
 Two JSON paths give the same result:
 
-* the fast path runs the C-implemented ``json.loads`` and then checks, with C-level passes
-  over whole columns (``map``, ``set``, list comparison), that nothing ``json.loads`` is more
-  lenient about than serde_json could have happened: no duplicate keys were dropped, no lone
-  surrogate, no ``-0``, no nesting, no float or constant where an integer must be. It gives up
-  (returns ``None``) whenever it cannot be sure;
+* the fast path runs ``json.loads``' C decoder (set to stop at any float, NaN or Infinity)
+  and then checks, with C-level passes over whole columns (``map``, ``set``, list
+  comparison, counting characters), that nothing ``json.loads`` is more lenient about than
+  serde_json could have happened: no duplicate keys were dropped, no lone surrogate, no
+  ``-0``, no nesting, no bool where an integer must be. It gives up (returns ``None``)
+  whenever it cannot be sure;
 * the exact path keeps every key/value pair and number token and applies serde_json's and
   serde's rules one by one. It decides every file the fast path gives up on, and writes the
   error messages.
@@ -52,7 +53,7 @@ _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested
 _TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")
 _METADATA_KEY: Final = "__metadata__"
 
-_DTYPE_NAME: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
+_CANONICAL_DTYPE: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
 _bits_of = DTYPE_BITS.__getitem__
 _SUB_BYTE_DTYPES: Final = frozenset(name for name, bits in DTYPE_BITS.items() if bits % 8)
 _bytes_of = {name: bits // 8 for name, bits in DTYPE_BITS.items()}.__getitem__
@@ -200,7 +201,7 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
 
 
 def _fast_columns(text: str) -> _Columns | None:
-    """Read a header with ``json.loads`` when that is provably what serde_json reads.
+    """Read a header with json's C decoder when that is provably what serde_json reads.
 
     Returns the columns in offset order, every rule but the file-size one checked, or
     ``None`` (the exact path decides) on any doubt: a JSON error, a form or type the fast
@@ -253,7 +254,7 @@ def _fast_columns(text: str) -> _Columns | None:
         # TypeError (unhashable), an unknown dtype KeyError, offsets that are not a pair a
         # length mismatch, a shape holding an array TypeError (unhashable). No entry has a
         # fourth key: the ':' count allowed three keys per entry.
-        dtypes = list(map(_DTYPE_NAME.__getitem__, map(_get_dtype, entries)))
+        dtypes = list(map(_CANONICAL_DTYPE.__getitem__, map(_get_dtype, entries)))
         shapes = list(map(_get_shape, entries))
         offsets = list(map(_get_offsets, entries))
         if not _all_of_type(shapes, list) or set(map(len, offsets)) != {2}:
@@ -527,12 +528,12 @@ def _dtype(name: str, value: object) -> str:
         value = value[0][0]  # serde's map form of a unit variant: {"F32": null}
     if type(value) is not str:
         _bad_json(f"tensor {name!r}: dtype must be a string, found {_describe(value)}", tensor=name)
-    if value not in _DTYPE_NAME:
+    if value not in _CANONICAL_DTYPE:
         _bad_json(
             f"tensor {name!r}: unknown dtype {value!r}; expected one of {', '.join(DTYPE_BITS)}",
             tensor=name,
         )
-    return _DTYPE_NAME[value]
+    return _CANONICAL_DTYPE[value]
 
 
 def _u64_array(name: str, field: str, value: object) -> list[int]:
@@ -664,10 +665,11 @@ def _sizes_match(
     Element counts are computed once per distinct shape (`distinct`: each shape once).
     """
     # Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of
-    # bit_length - 1) and below the square of that: from 2^61 elements on the check gives up
-    # (False: the walk decides; only a sub-byte dtype could still match a span below 2^61
-    # bytes), below it no intermediate product exceeds 2^122. A shape with a 0 counts 0
-    # elements without multiplying (its dims may be huge), and is checked below.
+    # bit_length - 1) and below the square of that: when that lower bound reaches 2^61
+    # elements the check gives up (False: the walk decides; only a sub-byte dtype could still
+    # match a span below 2^61 bytes), below it no intermediate product exceeds 2^122. A shape
+    # with a 0 counts 0 elements without multiplying (its dims may be huge), and is checked
+    # below.
     if any(
         0 not in shape and sum(map(int.bit_length, shape)) - len(shape) >= 61 for shape in distinct
     ):
