@@ -1,4 +1,4 @@
-"""Time `read_header` against the reference and bare `json.loads`, interleaved, in one run.
+"""Time `read_header` against the reference, `json.loads` and a floor, interleaved, in one run.
 
     python benchmarks/bench_read_header.py [--sizes 10,1000,100000] [--repeat 15]
 
@@ -11,16 +11,19 @@ round-robin so that drift hits every candidate alike:
 * ``reference``: ``safetensors.safe_open(path, "np")``, ``metadata()``, and
   ``get_slice(k).get_dtype()`` / ``.get_shape()`` for every key (the same information);
 * ``json.loads``: bare ``json.loads`` of the header bytes, already in memory (no
-  validation at all);
+  validation at all), called as a user would: the cyclic collector left on;
+* ``json.loads, GC paused``: the same with the collector paused, as ``read_header`` pauses
+  it (the collector's cost depends on how many objects the process holds);
 * ``floor``: what any reader built on ``json.loads`` that returns our objects must do at the
   least: read the header bytes, ``json.loads`` them (the collector paused, as we do), pick
   the fields out and make the same ``Header`` of ``TensorInfo`` objects the parser makes, with
   no check at all; then touch every tensor as ``read_header`` is. Against the reference it
   shows how close to 1.0x a json.loads-based reader can get at all.
 
-It prints the median time of each, the ratios, and the peak memory of each: the growth of
-the process's peak resident set size over one call, measured in a fresh subprocess per
-candidate (so the reference's Rust-side allocations count too).
+It prints the median time of each, the ratios, and the peak memory of ``read_header``, the
+reference and ``json.loads``: the growth of the process's peak resident set size over one
+call, measured in a fresh subprocess per candidate (so the reference's Rust-side
+allocations count too).
 
 Files of more than 500,000 tensors get shorter names, so that the header stays under the
 reference's 10^8-byte limit.
@@ -134,6 +137,18 @@ def bare_json(path: Path) -> Callable[[], object]:
     return lambda: json.loads(body)
 
 
+def paused_json(path: Path) -> Callable[[], object]:
+    from safetensors_header import _parser
+
+    loads = bare_json(path)
+
+    def run() -> object:
+        with _parser._gc_paused():
+            return loads()
+
+    return run
+
+
 def measure(candidates: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for run in candidates.values():  # warm up: imports, caches, page cache
@@ -153,7 +168,6 @@ import sys
 sys.path.insert(0, {folder!r})
 import bench_read_header as bench
 from pathlib import Path
-from typing import Any
 run = getattr(bench, {candidate!r})(Path({path!r}))
 before = bench.peak_rss_kib()
 result = run()
@@ -190,12 +204,12 @@ def main() -> int:
     except ImportError:
         print("the safetensors package is not installed: pip install safetensors", file=sys.stderr)
         return 1
-    print(f"Python {sys.version.split()[0]}, median of {args.repeat} interleaved runs")
-    print(
-        f"{'tensors':>9} {'N (bytes)':>11} {'read_header':>12} {'reference':>11} "
-        f"{'json.loads':>11} {'floor':>11} {'vs ref':>7} {'vs json':>8} {'floor/ref':>10} "
-        f"{'peak RSS MiB (ours/ref/json)':>30}"
-    )
+    print(f"Python {sys.version.split()[0]}, median of {args.repeat} interleaved runs, in ms")
+    columns = (
+        "tensors", "N (bytes)", "read_header", "reference", "json.loads", "json, GC paused",
+        "floor", "vs ref", "vs json", "vs json paused", "floor/ref", "peak RSS MiB ours/ref/json",
+    )  # fmt: skip
+    print(" | ".join(columns))
     with tempfile.TemporaryDirectory() as folder:
         for count in map(int, args.sizes.split(",")):
             path = Path(folder) / f"{count}.safetensors"
@@ -204,24 +218,22 @@ def main() -> int:
                 "ours": ours(path),
                 "reference": reference(path),
                 "json": bare_json(path),
+                "json paused": paused_json(path),
                 "floor": floor(path),
             }
-            medians = measure(candidates, args.repeat)
-            peaks = {
-                name: peak_rss_mib(function, path)
-                for name, function in (
-                    ("ours", "ours"),
-                    ("reference", "reference"),
-                    ("json", "bare_json"),
-                )
-            }
-            ms = {name: value * 1e3 for name, value in medians.items()}
-            print(
-                f"{count:>9,} {size:>11,} {ms['ours']:>10.3f}ms {ms['reference']:>9.3f}ms "
-                f"{ms['json']:>9.3f}ms {ms['floor']:>9.3f}ms {ms['ours'] / ms['reference']:>6.2f}x "
-                f"{ms['ours'] / ms['json']:>7.2f}x {ms['floor'] / ms['reference']:>9.2f}x "
-                f"{peaks['ours']:>10.1f} /{peaks['reference']:>6.1f} /{peaks['json']:>6.1f}"
+            ms = {name: value * 1e3 for name, value in measure(candidates, args.repeat).items()}
+            peaks = [
+                peak_rss_mib(function, path) for function in ("ours", "reference", "bare_json")
+            ]
+            cells = (
+                f"{count:,}",
+                f"{size:,}",
+                *(f"{ms[name]:.3f}" for name in candidates),
+                *(f"{ms['ours'] / ms[name]:.2f}x" for name in ("reference", "json", "json paused")),
+                f"{ms['floor'] / ms['reference']:.2f}x",
+                " / ".join(f"{peak:.1f}" for peak in peaks),
             )
+            print(" | ".join(cells))
     return 0
 
 
