@@ -583,9 +583,11 @@ def _layout(columns: _Columns) -> _Columns:
     names, _, shapes, begins, ends, _ = columns
     if not names:
         return columns
-    if not (_chained(begins, ends) and all(map(le, begins, ends))):
+    chained = _chained(begins, ends)
+    if not (chained and all(map(le, begins, ends))):
         columns = _sorted(columns)  # the usual file is in order already
-    if not (_chained(columns[3], columns[4]) and _sizes_hold(columns, dict.fromkeys(shapes))):
+        chained = _chained(columns[3], columns[4])
+    if not (chained and _sizes_hold(columns, dict.fromkeys(shapes))):
         _walk(*columns[:5])
     return columns
 
