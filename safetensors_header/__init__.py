@@ -7,18 +7,16 @@
 
 Every verdict (accept, or reject with an error kind) is the reference implementation's, the
 Rust core of the ``safetensors`` package. `HeaderError` is the only exception raised for bad
-input.
+input, `RemoteError` the one for network failures.
 """
 
-from typing import TYPE_CHECKING
+from ._errors import KINDS, HeaderError, RemoteError
+from ._format import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
+from ._header import Header, TensorInfo, TensorTable
+from ._parser import parse_header
+from ._sources import Source, read_header
 
-from ._dtypes import DTYPE_BITS
-from ._errors import KINDS, HeaderError
-from ._header import Header, TensorInfo
-from ._parser import MAX_HEADER_SIZE, parse_header
-from ._remote import RemoteError
-from ._sources import read_header
-
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_CODES, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
@@ -59,19 +57,24 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DTYPES",
     "DTYPE_BITS",
     "FINDING_CODES",
     "KINDS",
     "MAX_HEADER_SIZE",
     "Checkpoint",
+    "Dtype",
     "DtypeTotal",
     "Finding",
     "Header",
     "HeaderError",
     "RemoteError",
+    "Source",
     "TensorInfo",
+    "TensorTable",
     "__version__",
     "audit_header",
+    "bytes_needed",
     "encode_header",
     "parse_header",
     "read_checkpoint",
@@ -84,3 +87,8 @@ __all__ = [
 ]
 
 __version__ = "0.1.0.dev0"
+
+# The public classes say where users find them (help(), reprs, pickles by reference).
+for _public in (Dtype, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
+    _public.__module__ = __name__
+del _public

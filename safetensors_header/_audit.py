@@ -6,9 +6,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Final
 
-from ._dtypes import DTYPE_BITS
-from ._header import HEADER_LENGTH_SIZE, Header
-from ._parser import _DECODER, _METADATA_KEY, _TENSOR_FIELDS, MAX_HEADER_SIZE, _Object, parse_header
+from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, TENSOR_FIELDS
+from ._header import Header
+from ._parser import JsonObject, decode_pairs, parse_header
 
 __all__ = ["FINDING_CODES", "Finding", "audit_header"]
 
@@ -61,7 +61,7 @@ def audit_header(
         findings.append(
             Finding("header-start", f"the header starts with {text[:start]!r}, not '{{'")
         )
-    top, end = _DECODER.raw_decode(text, start)
+    top, end = decode_pairs(text, start)
     padding = text[end:]
     if padding.strip(" "):
         shown = sorted(set(padding) - {" "})
@@ -71,11 +71,11 @@ def audit_header(
     return findings
 
 
-def _entry_findings(top: _Object) -> list[Finding]:
+def _entry_findings(top: JsonObject) -> list[Finding]:
     findings: list[Finding] = []
     seen: set[str] = set()
     for name, value in top:
-        if name == _METADATA_KEY:
+        if name == METADATA_KEY:
             if value is not None:
                 counts = Counter(key for key, _ in value)
                 findings.extend(
@@ -97,10 +97,10 @@ def _entry_findings(top: _Object) -> list[Finding]:
             fields = dict(value)
             findings.extend(
                 Finding("unknown-field", f"tensor {name!r} has the field {key!r}", name)
-                for key in sorted(set(fields) - set(_TENSOR_FIELDS))
+                for key in sorted(set(fields) - set(TENSOR_FIELDS))
             )
             dtype = fields["dtype"]
-        if type(dtype) is _Object:
+        if type(dtype) is JsonObject:
             findings.append(
                 Finding("map-form-dtype", f"tensor {name!r} writes its dtype as an object", name)
             )

@@ -20,10 +20,10 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from ._audit import Finding
 from ._errors import HeaderError
+from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo
-from ._parser import MAX_HEADER_SIZE
-from ._remote import FIRST_READ, RETRIES, TIMEOUT, fetch_document, is_url, redact
-from ._sources import read_header
+from ._remote import FIRST_READ, RETRIES, TIMEOUT, fetch_document, redact
+from ._sources import is_url, read_header
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "read_checkpoint"]
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
-from ._remote import is_url
-from ._sources import read_header
+from ._sources import is_url, read_header
 
 if TYPE_CHECKING:
     from ._audit import Finding

@@ -7,7 +7,9 @@ error there is. The kind stays the reference's; these hints ride along with it.
 
 from __future__ import annotations
 
-from typing import Final
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["SNIFF_SIZE", "sniff", "truncation_hint"]
 

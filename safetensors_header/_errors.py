@@ -1,10 +1,12 @@
-"""The one exception this package raises for bad input."""
+"""The package's two exceptions: `HeaderError` for bad input, `RemoteError` for the network."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
-__all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError"]
+__all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError", "RemoteError"]
 
 # The reference's `SafeTensorError` variants that reading a header can produce, in the order in
 # which its checks run (format-rules.md section 1).
@@ -21,10 +23,16 @@ REFERENCE_KINDS: Final = (
     "MetadataIncompleteBuffer",
 )
 
-# Kinds of this package's own, for situations the reference never sees.
-# PrefixTooShort: `parse_header` was given fewer bytes than the header occupies, while
-# `file_size` says the file itself is long enough (the caller should fetch `needed` bytes).
-KINDS: Final = (*REFERENCE_KINDS, "PrefixTooShort")
+#: Every `HeaderError.kind`: the reference's, then this package's own, for situations the
+#: reference never sees:
+#:
+#: * ``PrefixTooShort``: `parse_header` was given fewer bytes than the header occupies, while
+#:   ``file_size`` says the file itself is long enough (fetch ``needed`` bytes);
+#: * ``InvalidIndex``: a sharded checkpoint's index is not JSON, has no ``weight_map`` of
+#:   shard names, or names a shard outside its directory;
+#: * ``IndexMismatch``: an index and its shards disagree (a tensor missing from its shard,
+#:   or in two shards; with ``strict=True`` also the findings of ``Checkpoint.problems``).
+KINDS: Final = (*REFERENCE_KINDS, "PrefixTooShort", "InvalidIndex", "IndexMismatch")
 
 
 class HeaderError(ValueError):
@@ -76,6 +84,9 @@ class HeaderError(ValueError):
         self.needed = needed
         self.hint = hint
 
+    def __repr__(self) -> str:
+        return f"HeaderError({self.kind!r}, {self.message!r})"
+
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only attributes survive pickling (multiprocessing, concurrent.futures).
         attributes = {
@@ -89,3 +100,38 @@ class HeaderError(ValueError):
 
 def _rebuild(kind: str, message: str, attributes: dict[str, Any]) -> HeaderError:
     return HeaderError(kind, message, **attributes)
+
+
+class RemoteError(OSError):
+    """Reading over HTTP(S) or from an object store failed: an HTTP status, or the network.
+
+    An ``OSError``, as a local file that cannot be read raises one, so ``except OSError``
+    covers both. A malformed header is still a `HeaderError`, never this.
+
+    Attributes:
+        url: The URL given, with any user name, password and query string (signed links
+            carry credentials there) replaced by ``<redacted>``.
+        status: The HTTP status of the answer at fault (e.g. 404), or ``None`` when the
+            failure was the network's (refused, reset, timed out, closed mid-body) or a reply
+            that contradicts the request (a wrong ``Content-Range``).
+
+    The message (also ``strerror``) says what happened and where, and for 401, 403 and 404
+    what to check.
+    """
+
+    url: str
+    status: int | None
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.strerror = message  # what tools that print OSError.strerror show
+        self.url = url
+        self.status = status
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only attributes survive pickling (multiprocessing, concurrent.futures).
+        return (_rebuild_remote, (str(self), self.url, self.status))
+
+
+def _rebuild_remote(message: str, url: str, status: int | None) -> RemoteError:
+    return RemoteError(message, url=url, status=status)

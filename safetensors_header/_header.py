@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
+from itertools import repeat
 from types import MappingProxyType
 
-__all__ = ["HEADER_LENGTH_SIZE", "Header", "TensorInfo"]
+from ._format import HEADER_LENGTH_SIZE
 
-HEADER_LENGTH_SIZE = 8  # the little-endian u64 N that opens every file
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, KeysView
+    from typing import Final
+
+__all__ = ["Header", "TensorInfo", "TensorTable"]
+
+_SHOWN_NAME: Final = 60  # characters of a name a repr shows
+_SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class TensorInfo:
     """One tensor's entry in the header, with its place in the file.
 
     Attributes:
         name: The tensor's name, as in the header (after JSON unescaping).
-        dtype: The dtype name as written, e.g. ``"BF16"`` (a key of ``DTYPE_BITS``).
+        dtype: The dtype name as written, e.g. ``"BF16"`` (a key of ``DTYPES``).
         shape: The dimensions; ``()`` for a scalar.
         start: The absolute file offset of the tensor's first byte.
         end: The absolute file offset one past its last byte, so ``file_bytes[t.start:t.end]``
@@ -62,6 +71,12 @@ class TensorInfo:
 
         return byte_ranges(self, key)
 
+    def __repr__(self) -> str:
+        return (
+            f"<TensorInfo {_shown_name(self.name)} {self.dtype} {_shown_dims(self.shape)}, "
+            f"bytes {self.start:,}..{self.end:,}>"
+        )
+
     def __reduce__(self) -> tuple[object, ...]:
         # Explicit, so that pickling works on Python 3.10 too (frozen + slots).
         return (
@@ -70,7 +85,175 @@ class TensorInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+class _Builder:
+    """A `TensorInfo` under construction: the same slots, so that it can become one.
+
+    The frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    plain slot stores followed by a change of class cost a third of that, and the object that
+    results is a `TensorInfo` like any other (``type(info) is TensorInfo``).
+    """
+
+    __slots__ = TensorInfo.__slots__
+
+    def __init__(  # noqa: PLR0917 - the fields, in order
+        self, name: str, dtype: str, shape: tuple[int, ...], start: int, end: int, base: int
+    ) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.start = start
+        self.end = end
+        self.data_start = base
+        self.__class__ = TensorInfo  # type: ignore[assignment]
+
+
+# Calling the builder makes a TensorInfo.
+_make_info: Callable[..., TensorInfo] = _Builder  # type: ignore[assignment]
+
+
+class TensorTable(Mapping[str, TensorInfo]):
+    """The tensors of a header: a read-only mapping of name to `TensorInfo`, in offset order.
+
+    The parser hands over its columns, and each `TensorInfo` is made when it is asked for
+    (by ``table[name]``, or while iterating over ``values()`` or ``items()``), one at a time.
+    So a parse makes a few lists, not an object per tensor; reading one tensor's entry of a
+    large header costs no more than that entry; and a loop over the entries that keeps none
+    of them leaves nothing for the garbage collector. Entries are equal from one access to
+    the next, not necessarily the same object.
+    """
+
+    __slots__ = ("_begins", "_data_start", "_dtypes", "_ends", "_names", "_rows", "_shapes")
+
+    def __init__(  # noqa: PLR0917 - the parser's columns, in order
+        self,
+        names: list[str],
+        dtypes: list[str],
+        shapes: list[tuple[int, ...]],
+        begins: list[int],
+        ends: list[int],
+        data_start: int,
+        rows: dict[str, int] | None = None,
+    ) -> None:
+        # Columns in offset order, begins and ends relative to the data buffer, names
+        # distinct; `rows` (name -> row), when the caller has it already.
+        self._names = names
+        self._dtypes = dtypes
+        self._shapes = shapes
+        self._begins = begins
+        self._ends = ends
+        self._data_start = data_start
+        self._rows = rows
+
+    @classmethod
+    def of(cls, infos: Iterable[TensorInfo], data_start: int) -> TensorTable:
+        """A table of the given entries (in offset order, sharing `data_start`)."""
+        infos = list(infos)
+        return cls(
+            [info.name for info in infos],
+            [info.dtype for info in infos],
+            [info.shape for info in infos],
+            [info.start - data_start for info in infos],
+            [info.end - data_start for info in infos],
+            data_start,
+        )
+
+    def _row_of(self) -> dict[str, int]:
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = dict(zip(self._names, range(len(self._names)), strict=True))
+        return rows
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        row = self._row_of()[name]  # KeyError, as a dict
+        base = self._data_start
+        return _make_info(
+            self._names[row],
+            self._dtypes[row],
+            self._shapes[row],
+            base + self._begins[row],
+            base + self._ends[row],
+            base,
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._row_of()
+
+    def keys(self) -> KeysView[str]:
+        """The names, in offset order (makes no `TensorInfo`)."""
+        return self._row_of().keys()
+
+    def values(self) -> ValuesView[TensorInfo]:
+        """The `TensorInfo` of every tensor, in offset order, each made as it is reached."""
+        return _Values(self)
+
+    def items(self) -> ItemsView[str, TensorInfo]:
+        """``(name, TensorInfo)`` pairs, in offset order."""
+        return _Items(self)
+
+    def _entries(self) -> Iterator[TensorInfo]:
+        base = self._data_start
+        return map(
+            _make_info,
+            self._names,
+            self._dtypes,
+            self._shapes,
+            map(base.__add__, self._begins),
+            map(base.__add__, self._ends),
+            repeat(base),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TensorTable):
+            return (
+                self._names == other._names
+                and self._dtypes == other._dtypes
+                and self._shapes == other._shapes
+                and self._begins == other._begins
+                and self._ends == other._ends
+                and self._data_start == other._data_start
+            )
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping is not hashable
+
+    def __repr__(self) -> str:
+        if not self._names:
+            return "<TensorTable (no tensors)>"
+        shown = ", ".join(_shown_name(name) for name in self._names[:3])
+        more = f", ... ({len(self):,} tensors)" if len(self) > 3 else ""
+        return f"<TensorTable {shown}{more}>"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            TensorTable,
+            (self._names, self._dtypes, self._shapes, self._begins, self._ends, self._data_start),
+        )
+
+
+class _Values(ValuesView[TensorInfo]):
+    __slots__ = ()
+    _mapping: TensorTable
+
+    def __iter__(self) -> Iterator[TensorInfo]:
+        return self._mapping._entries()
+
+
+class _Items(ItemsView[str, TensorInfo]):
+    __slots__ = ()
+    _mapping: TensorTable
+
+    def __iter__(self) -> Iterator[tuple[str, TensorInfo]]:
+        table = self._mapping
+        return zip(table._names, table._entries(), strict=True)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Header:
     """A validated safetensors header.
 
@@ -97,26 +280,45 @@ class Header:
         """The absolute file offset where the data buffer begins (``8 + header_size``)."""
         return HEADER_LENGTH_SIZE + self.header_size
 
-    def __reduce__(self) -> tuple[object, ...]:
-        # Mapping proxies cannot be pickled; rebuild them from plain dicts.
-        metadata = None if self.metadata is None else dict(self.metadata)
+    def __repr__(self) -> str:
+        count = len(self.tensors)
         return (
-            _rebuild,
-            (dict(self.tensors), metadata, self.header_size, self.data_size, self.file_size),
+            f"<Header {count:,} tensor{'' if count == 1 else 's'}, "
+            f"header_size={self.header_size:,}, file_size="
+            f"{'unknown' if self.file_size is None else format(self.file_size, ',')}>"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Mapping proxies cannot be pickled; rebuild them from plain values.
+        metadata = None if self.metadata is None else dict(self.metadata)
+        tensors = self.tensors
+        if not isinstance(tensors, TensorTable):
+            tensors = TensorTable.of(list(tensors.values()), self.data_start)
+        return (_rebuild, (tensors, metadata, self.header_size, self.data_size, self.file_size))
 
 
 def _rebuild(
-    tensors: dict[str, TensorInfo],
+    tensors: TensorTable,
     metadata: dict[str, str] | None,
     header_size: int,
     data_size: int,
     file_size: int | None,
 ) -> Header:
     return Header(
-        MappingProxyType(tensors),
+        tensors,
         None if metadata is None else MappingProxyType(metadata),
         header_size,
         data_size,
         file_size,
     )
+
+
+def _shown_name(name: str) -> str:
+    shown = repr(name if len(name) <= _SHOWN_NAME else name[:_SHOWN_NAME])
+    return shown if len(name) <= _SHOWN_NAME else f"{shown[:-1]}...{shown[-1]}"
+
+
+def _shown_dims(shape: tuple[int, ...]) -> str:
+    if len(shape) > _SHOWN_DIMS:
+        return f"[{', '.join(map(str, shape[:_SHOWN_DIMS]))}, ... ({len(shape)} dims)]"
+    return f"[{', '.join(map(str, shape))}]"

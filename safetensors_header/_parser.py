@@ -2,80 +2,74 @@
 
 Every rule is the reference's (the Rust core of the ``safetensors`` package, ``read_metadata``
 and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
-verdict and the error kind on any input are the reference's. (One exception: with two
-non-empty tensors on one byte range the reference's own kind varies from run to run with
-its hash-map order; ours is always one of the kinds it gives.) The rules, case by case, are
-in the project's format-rules.md.
+verdict and the error kind on any input are the reference's; docs/format.md states them rule by
+rule. (One exception: where two tensors share one offset, the reference's own kind varies
+from run to run with its hash-map order, docs/format.md §5.6; ours is always one it gives.)
 
-Two JSON paths give the same result:
+Three readers of the JSON give the same result, tried in this order:
 
-* the fast path runs ``json.loads``' C decoder (set to stop at any float, NaN or Infinity)
-  and then checks, with C-level passes over whole columns (``map``, ``set``, list
-  comparison, counting characters), that nothing ``json.loads`` is more lenient about than
-  serde_json could have happened: no duplicate keys were dropped, no lone surrogate, no
-  ``-0``, no nesting, no bool where an integer must be. It gives up (returns ``None``)
-  whenever it cannot be sure;
-* the exact path keeps every key/value pair and number token and applies serde_json's and
-  serde's rules one by one. It decides every file the fast path gives up on, and writes the
-  error messages.
+* the **canonical reader** takes the form every writer produces (``json.dumps`` of the
+  entries with their fields in one order, any JSON whitespace, no backslash anywhere) apart
+  with ``str.split('"')`` and proves, with C-level passes over whole columns, that the text is
+  exactly that document (see `_canonical_columns` for the proof). It makes a handful of
+  objects, none per tensor, so it needs no pause of the garbage collector;
+* the **json reader** runs ``json.loads``' C decoder (set to stop at any float, NaN or
+  Infinity) and then checks, over whole columns, that nothing ``json.loads`` is more lenient
+  about than serde_json could have happened: no duplicate keys dropped, no lone surrogate, no
+  ``-0``, no bool where an integer must be;
+* the **exact reader** keeps every key/value pair and number token and applies serde_json's
+  and serde's rules one by one. It decides every file the others step aside for (each
+  returns ``None`` when it cannot be sure), and writes the error messages.
 
-No I/O happens here; `_sources.py` feeds this module bytes.
+Before either json-based reader runs, the nesting depth is measured without recursion (§3.5),
+so that ``json``'s recursive C scanner never meets more than 127 levels: a thread with a small
+stack cannot crash, and a caller deep in its own stack gets the verdict from a fresh thread.
+
+No I/O happens here; the sources feed this module bytes (``bytes_needed`` says how many).
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import re
-import sys
-import threading
-from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from itertools import accumulate, chain, repeat
 from operator import index, itemgetter, le, mul, sub
 from types import MappingProxyType
-from typing import Any, Final, NoReturn
 
-from ._diagnose import SNIFF_SIZE, sniff, truncation_hint
-from ._dtypes import DTYPE_BITS
 from ._errors import HeaderError
-from ._header import HEADER_LENGTH_SIZE, Header, TensorInfo
+from ._format import (
+    DTYPE_BITS,
+    HEADER_LENGTH_SIZE,
+    MAX_HEADER_SIZE,
+    METADATA_KEY,
+    TENSOR_FIELDS,
+    U64_MAX,
+    length_fault,
+)
+from ._header import Header, TensorTable
 
-__all__ = ["MAX_HEADER_SIZE", "parse_header"]
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+    from typing import Any, Final, NoReturn, TypeVar
 
-MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE (10^8 bytes, inclusive)
+    _T = TypeVar("_T")
 
-_U64_MAX: Final = 2**64 - 1  # offsets, dims and sizes are u64 (usize) in the reference
-_I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats
+__all__ = ["JsonObject", "decode_pairs", "parse_header"]
+
+_I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.2)
 _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
-_TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")
-_METADATA_KEY: Final = "__metadata__"
 
 _CANONICAL_DTYPE: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
 _bits_of = DTYPE_BITS.__getitem__
 _SUB_BYTE_DTYPES: Final = frozenset(name for name, bits in DTYPE_BITS.items() if bits % 8)
 _bytes_of = {name: bits // 8 for name, bits in DTYPE_BITS.items()}.__getitem__
 
-# \u escapes json.loads would read differently from serde_json, or that would defeat the
-# fast path's counting: of printable ASCII (could spell a key such as "dtype", or a ':' or
-# '-' it counts) and of surrogates (Python accepts lone ones).
-_RISKY_ESCAPE: Final = re.compile(r"\\u(?:00[2-7]|[dD][89a-fA-F])")
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
 # Columns: names, dtypes, shapes, begins, ends, metadata; one row per tensor after "last wins".
 _Shape = tuple[int, ...]
-_Columns = tuple[list[str], list[str], list[_Shape], list[int], list[int], dict[str, str] | None]
+_Columns = tuple[list[str], list[str], list[_Shape], list[int], list[int], "dict[str, str] | None"]
 _Entry = tuple[str, list[int], int, int]  # dtype, shape, begin, end
-
-_new = object.__new__
-# TensorInfo's slot setters: the parser fills instances column by column at C speed; the
-# dataclass __init__ (one Python call per tensor) is for users and costs twice as much.
-_TENSOR_SLOTS: Final = tuple(
-    TensorInfo.__dict__[field].__set__
-    for field in ("name", "dtype", "shape", "start", "end", "data_start")
-)
 
 
 def parse_header(
@@ -90,7 +84,8 @@ def parse_header(
     Args:
         prefix: Any bytes-like object (``bytes``, ``bytearray``, ``memoryview``, ``mmap``)
             holding at least the first ``8 + N`` bytes of the file: the whole file, a partial
-            download, a memory map. Bytes past the header are not read.
+            download, a memory map. Bytes past the header are not read. (`bytes_needed`
+            says how many bytes that is, from the first 8.)
         file_size: The size of the whole file. When given, the rule that the tensors cover the
             data buffer exactly is checked (``MetadataIncompleteBuffer``); when ``None`` it is
             skipped, ``Header.file_size`` is ``None``, and ``prefix`` is judged as if it were
@@ -106,6 +101,9 @@ def parse_header(
             reference's error for the same bytes. When ``prefix`` ends before the header does,
             ``needed`` says how many bytes to pass instead (kind ``PrefixTooShort`` if
             ``file_size`` shows the file is long enough). Any other exception is a bug.
+
+    Safe to call from any number of threads at once, from a signal handler or ``__del__``
+    while another parse runs, and from any depth of the caller's stack: it keeps no state.
     """
     if file_size is not None:
         file_size = index(file_size)
@@ -118,66 +116,31 @@ def parse_header(
             raise TypeError("parse_header() needs a C-contiguous bytes-like object") from None
         with view:
             header_size, text = _split(view, file_size, max_header_size)
-    if _C_STACK_AT_RISK and sys.getrecursionlimit() > _SAFE_RECURSION_LIMIT:
-        _check_depth(text)
-    with _gc_paused():
-        columns = _fast_columns(text)
-        if columns is None:
-            columns = _layout(_exact_columns(text))
-        return _build(columns, header_size, file_size)
-
-
-# Before Python 3.12, json's C scanner recurses as deep as sys.getrecursionlimit() allows, so a
-# caller who raised the limit far enough lets deep nesting overflow the C stack (a crash, not
-# a RecursionError). Then the depth is measured first, without recursion.
-_C_STACK_AT_RISK: Final = sys.version_info < (3, 12)
-_SAFE_RECURSION_LIMIT: Final = 10_000
-_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
-_DEPTH_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def _check_depth(text: str) -> None:
-    """serde_json's nesting limit, found by counting brackets outside strings."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > _MAX_DEPTH:
-        _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
+    found = _canonical_columns(text)
+    if found is None:
+        return _build(_json_columns(text), None, header_size, file_size)
+    return _build(*found, header_size, file_size)
 
 
 def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
-    """Checks 1-4 of the reference: the length prefix, its limit, the file size, UTF-8."""
+    """The reference's checks 1-4 (§1.2): the length prefix, its limit, the file size, UTF-8."""
     have = len(view)
-    size = have if file_size is None else file_size
-    if size < HEADER_LENGTH_SIZE:
-        _fail(
-            "HeaderTooSmall",
-            f"expected at least 8 bytes (the header length), found a file of {size} bytes",
-            needed=HEADER_LENGTH_SIZE if file_size is None else None,
-            hint=sniff(bytes(view[:SNIFF_SIZE])) if size == have else None,
-        )
-    if have < HEADER_LENGTH_SIZE:
+    if have < HEADER_LENGTH_SIZE and (file_size is not None and file_size >= HEADER_LENGTH_SIZE):
         _fail(
             "PrefixTooShort",
             f"need the first 8 bytes of the file to read the header length, got {have}",
             needed=HEADER_LENGTH_SIZE,
         )
+    fault = length_fault(view, file_size, limit)
+    if fault is not None:
+        # Judged as a whole file: say how many bytes would have done (a partial download).
+        if file_size is None and fault.kind == "HeaderTooSmall":
+            fault.needed = HEADER_LENGTH_SIZE
+        elif file_size is None and fault.kind == "InvalidHeaderLength":
+            fault.needed = HEADER_LENGTH_SIZE + int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
+        raise fault
     header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
-    if header_size > limit:
-        _fail(
-            "HeaderTooLarge",
-            f"the header length is {header_size:,} bytes, above the limit of {limit:,} "
-            f"(max_header_size); the file starts with {bytes(view[:HEADER_LENGTH_SIZE])!r}",
-            hint=sniff(bytes(view[:SNIFF_SIZE])),
-        )
     stop = HEADER_LENGTH_SIZE + header_size
-    if stop > size:
-        _fail(
-            "InvalidHeaderLength",
-            f"the header length is {header_size:,} bytes, so the header ends at byte "
-            f"{stop:,}, but the file is {size:,} bytes",
-            needed=stop if file_size is None else None,
-            hint=sniff(bytes(view[:SNIFF_SIZE])) or truncation_hint(stop - size),
-        )
     if stop > have:
         _fail(
             "PrefixTooShort",
@@ -187,6 +150,8 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
     try:
         text = str(view[HEADER_LENGTH_SIZE:stop], "utf-8")
     except UnicodeDecodeError as error:
+        from ._diagnose import SNIFF_SIZE, sniff
+
         _fail(
             "InvalidHeader",
             f"the header is not valid UTF-8: {error.reason} at byte {error.start:,} of the "
@@ -197,7 +162,340 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
     return header_size, text
 
 
+# --- the canonical reader -------------------------------------------------------------------
+
+_JSON_WHITESPACE: Final = " \t\r\n"
+# Whitespace between two word characters would split a number or `null` in two: removing it
+# would join two tokens into one.
+_WORD_GAP: Final = re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
+_CONTROL_BYTES: Final = bytes(range(0x20))  # raw U+0000-U+001F are never allowed in a string
+_UINT: Final = "(?:0|[1-9][0-9]{0,19})"  # a JSON integer of at most 20 digits, no sign
+_UINT_LIST: Final = f"(?:{_UINT}(?:,{_UINT})*)?"
+# The insides of the distinct shapes, joined by "],[".
+_SHAPE_LISTS: Final = re.compile(rf"{_UINT_LIST}(?:\],\[{_UINT_LIST})*")
+
+
+def _entry_template(order: tuple[str, ...]) -> tuple[tuple[tuple[int, str], ...], int, int, int]:
+    """Where each part of a tensor entry is, for one order of its three fields.
+
+    An entry ``"name":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},`` split at its quotes
+    is ten parts: the name, ``:{``, then per field its key and its value's parts: ``:``, the
+    dtype string and the separator after it for ``dtype`` (``,`` or ``},`` when it is the last
+    field); one part ``:[...],`` (``:[...]},`` when last) for ``shape`` and for
+    ``data_offsets``. Returns the constant parts as (position, text), and the positions of
+    the dtype, the shape part and the offsets part.
+    """
+    constants = [(1, ":{")]
+    positions = {}
+    at = 2
+    for number, field in enumerate(order):
+        separator = "}," if number == len(order) - 1 else ","
+        constants.append((at, field))
+        if field == "dtype":
+            constants += [(at + 1, ":"), (at + 3, separator)]
+            positions[field] = at + 2
+            at += 4
+        else:
+            positions[field] = at + 1
+            at += 2
+    return tuple(constants), positions["dtype"], positions["shape"], positions["data_offsets"]
+
+
+_ORDERS: Final[dict[tuple[str, ...], tuple[tuple[tuple[int, str], ...], int, int, int]]] = {
+    order: _entry_template(order)
+    for order in (
+        (a, b, c)
+        for a in TENSOR_FIELDS
+        for b in TENSOR_FIELDS
+        for c in TENSOR_FIELDS
+        if len({a, b, c}) == 3
+    )
+}
+_ENTRY_PARTS: Final = 10
+
+
+def _canonical_columns(text: str) -> tuple[_Columns, dict[str, int] | None] | None:
+    """Read the form writers produce, at C speed and with no object per tensor; else None.
+
+    The form: no backslash anywhere; an object of an optional ``__metadata__`` first (an
+    object of strings, ``{}`` or ``null``) and then tensor entries, each an object of exactly
+    ``dtype`` (a string), ``shape`` and ``data_offsets`` (arrays of integers), in one order
+    of those fields shared by all entries; any JSON whitespace between tokens.
+
+    Why what it accepts is exactly what serde_json and serde read (docs/format.md §3-§4):
+
+    1. With no backslash there are no escapes, so every ``"`` in a valid document opens or
+       closes a string: ``text.split('"')`` alternates between the text outside strings (even
+       parts) and the strings' contents (odd parts), each of which is its own value.
+    2. An odd part is a valid string body when it holds no raw U+0000-U+001F (checked on all
+       of them at once); ``"`` and ``\\`` cannot be in it. UTF-8 was decoded strictly, so it
+       holds no surrogate.
+    3. The even parts, with JSON whitespace removed (never between two word characters, where
+       it would split a number or ``null``: such a text goes elsewhere), must equal the
+       template's constant tokens, and the value parts must match patterns of unsigned
+       integers of at most 20 digits with no leading zero (checked: at most 2^64-1). So the
+       text is that document, token for token, with whitespace between tokens, which JSON
+       allows; nesting is 3 levels deep; after the object only whitespace.
+    4. The names are distinct and none is ``__metadata__``: no duplicate key at the top
+       level, where serde keeps the last and json the last too, but the layout check would
+       see only one. Keys repeated inside ``__metadata__`` keep the last value in both.
+    5. Every number is an integer in 0..2^64-1, which serde reads as a u64 (not a float);
+       dtypes are looked up in the table of the 22 names.
+
+    Anything else, and every document that is not valid, returns None: the json and exact
+    readers decide it, with their messages.
+    """
+    if "\\" in text:
+        return None
+    parts = text.split('"')
+    if len(parts) < 3:
+        return None
+    parts[0] = parts[0].lstrip(_JSON_WHITESPACE)
+    parts[-1] = parts[-1].rstrip(_JSON_WHITESPACE)
+    last = parts[-1]
+    columns = _template_columns(parts)
+    if columns is None:
+        parts[-1] = last  # as split (the attempt rewrote its end)
+        if _without_whitespace(parts):
+            columns = _template_columns(parts)
+    return columns
+
+
+def _without_whitespace(parts: list[str]) -> bool:
+    """Remove the whitespace between tokens, if any: whether there was some to remove.
+
+    Leaves the parts alone (False) when whitespace stands between two word characters
+    (``[1 2]``): there it separates tokens that removing it would join.
+    """
+    outside = '"'.join(parts[0::2])
+    # json.dumps' own separators first: a space after ':' or ',' (outside strings, both are
+    # tokens) never stands between two word characters.
+    cleaned = outside.replace(": ", ":").replace(", ", ",")
+    if any(space in cleaned for space in _JSON_WHITESPACE):
+        if _WORD_GAP.search(cleaned):
+            return False
+        for space in _JSON_WHITESPACE:
+            cleaned = cleaned.replace(space, "")
+    elif cleaned is outside:
+        return False
+    parts[0::2] = cleaned.split('"')
+    return True
+
+
+def _template_columns(parts: list[str]) -> tuple[_Columns, dict[str, int] | None] | None:
+    """`_canonical_columns` on the parts between quotes (the last one it rewrites).
+
+    Also returns the names' rows (name -> row in offset order) when it has them.
+    """
+    last = parts[-1]
+    # The text ends with the last entry's (or the metadata's) '}' and the top level's '}';
+    # written as "}," like every other entry's end, all entries have the same parts.
+    if parts[0] != "{" or not last.endswith("}}"):
+        return None
+    parts[-1] = last[:-1] + ","
+    count = len(parts)
+    metadata: dict[str, str] | None = None
+    first = 1  # where the first tensor's name is
+    if parts[1] == METADATA_KEY:
+        value = parts[2]
+        if value in (":null,", ":{},"):
+            metadata = None if value == ":null," else {}
+            first = 3
+        elif value == ":{":
+            metadata, first = _canonical_metadata(parts)
+            if metadata is None or _has_control_character('"'.join(parts[3 : first - 1 : 2])):
+                return None
+        else:
+            return None
+    tensors, rest = divmod(count - first, _ENTRY_PARTS)
+    if rest or not tensors:
+        return None  # a header without tensors is small: the other readers are as fast
+    order = _field_order(parts, first)
+    if order is None:
+        return None
+    constants, dtype_at, shape_at, offsets_at = _ORDERS[order]
+    for at, expected in constants:
+        if parts[first + at :: _ENTRY_PARTS].count(expected) != tensors:
+            return None
+    names = parts[first::_ENTRY_PARTS]
+    rows = dict(zip(names, range(tensors), strict=True))
+    if len(rows) != tensors or METADATA_KEY in rows or _has_control_character('"'.join(names)):
+        return None  # a repeated name, __metadata__ again or elsewhere, a raw control character
+    try:
+        dtypes = list(map(_CANONICAL_DTYPE.__getitem__, parts[first + dtype_at :: _ENTRY_PARTS]))
+    except KeyError:
+        return None
+    last_field = order[-1]
+    shaped = _canonical_shapes(
+        parts[first + shape_at :: _ENTRY_PARTS], "}," if last_field == "shape" else ","
+    )
+    offsets = _canonical_offsets(
+        parts[first + offsets_at :: _ENTRY_PARTS], "}," if last_field == "data_offsets" else ","
+    )
+    if shaped is None or offsets is None:
+        return None
+    shapes, distinct = shaped
+    columns = _in_order((names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), distinct)
+    if columns is None:
+        return None
+    return columns, rows if columns[0] is names else None  # rows of the header's order
+
+
+def _canonical_metadata(parts: list[str]) -> tuple[dict[str, str] | None, int]:
+    """``"__metadata__":{"k":"v",...}``: the map and where the first tensor's name is."""
+    # Parts 3, 5, 7, ... are keys and values; 4, 8, ... ":"; 6, 10, ... "," and the last "},".
+    try:
+        end = parts.index("},", 6)
+    except ValueError:
+        return None, 0
+    pairs, rest = divmod(end - 2, 4)
+    if rest or parts[4 : end + 1 : 4].count(":") != pairs or parts[6:end:4].count(",") != pairs - 1:
+        return None, 0  # a key or value "},", or not an object of strings
+    return dict(zip(parts[3:end:4], parts[5:end:4], strict=True)), end + 1
+
+
+def _field_order(parts: list[str], first: int) -> tuple[str, ...] | None:
+    """The order of the first entry's fields, when it is a permutation of the three."""
+    order = []
+    at = first + 2
+    for _ in TENSOR_FIELDS:
+        if at >= len(parts):
+            return None
+        field = parts[at]
+        order.append(field)
+        at += 4 if field == "dtype" else 2
+    found = tuple(order)
+    return found if found in _ORDERS else None
+
+
+def _canonical_shapes(
+    column: list[str], separator: str
+) -> tuple[list[_Shape], dict[_Shape, _Shape]] | None:
+    """The ``:[d0,d1,...]`` parts as shapes, each distinct one parsed once; None if not so."""
+    distinct = list(dict.fromkeys(column))
+    end = -1 - len(separator)
+    closing = "]" + separator
+    if not (
+        all(map(str.startswith, distinct, repeat(":[")))
+        and all(map(str.endswith, distinct, repeat(closing)))
+    ):
+        return None
+    joined = "],[".join([part[2:end] for part in distinct])
+    if not _SHAPE_LISTS.fullmatch(joined):
+        return None
+    parsed = list(map(tuple, json.loads(f"[[{joined}]]")))
+    if len(parsed) != len(distinct):
+        return None  # a part held "],[": more lists than parts
+    if max(map(max, filter(None, parsed)), default=0) > U64_MAX:
+        return None  # a u64 is at most 20 digits, not every 20 digits are a u64
+    shape_of = dict(zip(distinct, parsed, strict=True))
+    return list(map(shape_of.__getitem__, column)), dict(zip(parsed, parsed, strict=True))
+
+
+_OFFSET_PARTS: Final = {
+    separator: re.compile(rf"(?::\[{_UINT},{_UINT}\]{re.escape(separator)})*")
+    for separator in (",", "},")
+}
+
+
+def _canonical_offsets(column: list[str], separator: str) -> list[int] | None:
+    """The ``:[begin,end]`` parts as one flat list of integers; None if not so."""
+    # Every part starts with ":[" and the text holds no other ":[": each repetition of the
+    # pattern below starts where a part does, so each part is exactly one [begin,end].
+    joined = "".join(column)
+    if not (
+        all(map(str.startswith, column, repeat(":[")))
+        and joined.count(":[") == len(column)
+        and _OFFSET_PARTS[separator].fullmatch(joined)
+    ):
+        return None
+    # ":[0,8]},:[8,32]}," -> "0,8,8,32": one json.loads of integers.
+    inner = joined[2 : -1 - len(separator)].replace(f"]{separator}:[", ",")
+    values: list[int] = json.loads(f"[{inner}]")
+    return values
+
+
+def _has_control_character(strings: str) -> bool:
+    encoded = strings.encode()
+    return len(encoded.translate(None, _CONTROL_BYTES)) != len(encoded)
+
+
+def _in_order(columns: _Columns, distinct: Collection[_Shape]) -> _Columns | None:
+    """The columns in the reference's order, if its walk passes them all; else None."""
+    if not _chained(columns[3], columns[4]):
+        columns = _sorted(columns)
+        if not _chained(columns[3], columns[4]):
+            return None
+    # Chained with every size matching means every end >= begin: the rows are in the
+    # reference's order, and its walk would pass them.
+    return columns if _sizes_hold(columns, distinct) else None
+
+
+# --- the json and exact readers ---------------------------------------------------------------
+
+
+def _json_columns(text: str) -> _Columns:
+    """The json reader, else the exact one; the depth limit first, without recursion."""
+    _check_depth(text)
+    try:
+        columns = _fast_columns(text)
+        if columns is None:
+            columns = _validate_layout(_exact_columns(text))
+    except RecursionError:
+        # Not the input's fault (it is at most 127 levels deep): the caller's stack is. A
+        # fresh thread has a fresh recursion count.
+        return _in_fresh_thread(_json_columns, text)
+    return columns
+
+
+_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _check_depth(text: str) -> None:
+    """serde_json's nesting limit (§3.5), found by counting brackets outside strings.
+
+    For a valid document this is its depth; for an invalid one any verdict here is the one
+    the JSON readers would give (InvalidHeaderDeserialization).
+    """
+    # With no escaped quote, quotes delimit strings.
+    outside = _STRING.sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
+    brackets = _NOT_BRACKET.sub("", outside)
+    if len(brackets) > _MAX_DEPTH and (
+        max(accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > _MAX_DEPTH
+    ):
+        _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
+
+
+def _in_fresh_thread(function: Callable[[str], _T], argument: str) -> _T:
+    import threading  # only here: the rare caller already deep in its stack
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, function(argument)))
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=run, name="safetensors_header-parse")
+    thread.start()
+    thread.join()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
 # --- the fast path ------------------------------------------------------------------------
+
+
+# \u escapes json.loads would read differently from serde_json, or that would defeat the
+# json reader's counting: of printable ASCII (could spell a key such as "dtype", or a ':' or
+# '-' it counts) and of surrogates (Python accepts lone ones).
+_RISKY_ESCAPE: Final = re.compile(r"\\u(?:00[2-7]|[dD][89a-fA-F])")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _fast_columns(text: str) -> _Columns | None:
@@ -213,15 +511,15 @@ def _fast_columns(text: str) -> _Columns | None:
         return None
     try:
         top = _FAST_DECODER.decode(text)  # stops at any float, NaN or Infinity
-    except (ValueError, RecursionError):
+    except ValueError:
         return None
     if type(top) is not dict:
         return None
     metadata: dict[str, str] | None = None
     kept_keys = len(top)
     kept_strings = ["".join(top)]
-    if _METADATA_KEY in top:
-        value = top.pop(_METADATA_KEY)
+    if METADATA_KEY in top:
+        value = top.pop(METADATA_KEY)
         if value is not None:
             if type(value) is not dict or not _all_of_type(value.values(), str):
                 return None
@@ -331,8 +629,19 @@ class _Reject(Exception):
     """A lexical rule of serde_json, raised from inside json's scanner hooks."""
 
 
-class _Object(list[tuple[str, Any]]):
+class JsonObject(list["tuple[str, Any]"]):
     """A JSON object as all of its key/value pairs, in order, duplicates kept."""
+
+
+def decode_pairs(text: str, start: int = 0) -> tuple[Any, int]:
+    """The JSON value at `start` of a text that `parse_header` accepted, and where it ends.
+
+    Objects are `JsonObject` lists of their (key, value) pairs, duplicates kept: what the
+    strict audit needs to see. (Only for valid headers: the lexical rules of serde_json are
+    applied, but no error is translated into a verdict.)
+    """
+    value, end = _DECODER.raw_decode(text, start)
+    return value, end
 
 
 def _parse_int(token: str) -> int | float:
@@ -340,7 +649,7 @@ def _parse_int(token: str) -> int | float:
     if token == "-0":
         return -0.0
     # Past 20 digits the value is outside i64/u64 (and int() could meet Python's digit limit).
-    if len(token) <= 20 and _I64_MIN <= (value := int(token)) <= _U64_MAX:
+    if len(token) <= 20 and _I64_MIN <= (value := int(token)) <= U64_MAX:
         return value
     return _parse_float(token)
 
@@ -371,7 +680,7 @@ def _f64_out_of_range(token: str) -> bool:
     whole, fraction, exponent_sign, exponent_digits = match.groups()
     # Integer digits: kept while the u64 holds them, then each dropped one adds a power of 10.
     # (Any 19 digits fit; 20 fit up to u64::MAX.)
-    kept = min(len(whole), 20 if int(whole[:20]) <= _U64_MAX else 19)
+    kept = min(len(whole), 20 if int(whole[:20]) <= U64_MAX else 19)
     significand = int(whole[:kept])
     exponent = len(whole) - kept
     if fraction:
@@ -381,8 +690,8 @@ def _f64_out_of_range(token: str) -> bool:
         else:
             digits = fraction
         for digit in map(int, digits):  # at most ~20 rounds: then the u64 is full
-            if significand > _U64_MAX // 10 or (
-                significand == _U64_MAX // 10 and digit > _U64_MAX % 10
+            if significand > U64_MAX // 10 or (
+                significand == U64_MAX // 10 and digit > U64_MAX % 10
             ):
                 break  # serde_json ignores the remaining digits
             significand = significand * 10 + digit
@@ -406,7 +715,7 @@ def _parse_constant(token: str) -> NoReturn:
 
 
 _DECODER: Final = json.JSONDecoder(
-    object_pairs_hook=_Object,
+    object_pairs_hook=JsonObject,
     parse_float=_parse_float,
     parse_int=_parse_int,
     parse_constant=_parse_constant,
@@ -425,16 +734,14 @@ def _exact_columns(text: str) -> _Columns:
             f"{error.msg} at line {error.lineno} column {error.colno} (file offset {offset:,})",
             offset=offset,
         )
-    except RecursionError:
-        _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
     _check_tree(top, strings="\\u" in text)
-    if type(top) is not _Object:
-        _bad_json(f"expected a JSON object at the top level, found {_describe(top)}")
+    if type(top) is not JsonObject:
+        _bad_json(f"expected a JSON object at the top level, found {_describe_value(top)}")
     metadata: dict[str, str] | None = None
     seen_metadata = False
     tensors: dict[str, _Entry] = {}
     for key, value in top:
-        if key == _METADATA_KEY:
+        if key == METADATA_KEY:
             if seen_metadata:
                 _bad_json('duplicate key "__metadata__"')
             seen_metadata = True
@@ -454,7 +761,7 @@ def _check_tree(top: object, *, strings: bool) -> None:
     stack: list[tuple[object, int]] = [(top, 1)]
     while stack:
         node, depth = stack.pop()
-        if type(node) is _Object:
+        if type(node) is JsonObject:
             values: Iterable[object] = (value for _, value in node)
             if strings:
                 for key, _ in node:
@@ -478,27 +785,27 @@ def _check_string(value: str) -> None:
 def _metadata(value: object) -> dict[str, str] | None:
     if value is None:
         return None
-    if type(value) is not _Object:
-        _bad_json(f'"__metadata__" must be an object or null, found {_describe(value)}')
+    if type(value) is not JsonObject:
+        _bad_json(f'"__metadata__" must be an object or null, found {_describe_value(value)}')
     for key, item in value:
         if type(item) is not str:
-            _bad_json(f'"__metadata__" values must be strings; {key!r} is {_describe(item)}')
+            _bad_json(f'"__metadata__" values must be strings; {key!r} is {_describe_value(item)}')
     return dict(value)
 
 
 def _tensor_entry(name: str, value: object) -> _Entry:
-    if type(value) is _Object:
+    if type(value) is JsonObject:
         fields: dict[str, object] = {}
         for key, item in value:
-            if key in _TENSOR_FIELDS:
+            if key in TENSOR_FIELDS:
                 if key in fields:
                     _bad_json(f"tensor {name!r}: duplicate field {key!r}", tensor=name)
                 fields[key] = item
             # Unknown fields are ignored, as serde does.
-        for key in _TENSOR_FIELDS:
+        for key in TENSOR_FIELDS:
             if key not in fields:
                 _bad_json(f"tensor {name!r}: missing field {key!r}", tensor=name)
-        dtype, shape, offsets = (fields[key] for key in _TENSOR_FIELDS)
+        dtype, shape, offsets = (fields[key] for key in TENSOR_FIELDS)
     elif type(value) is list:
         if len(value) != 3:
             _bad_json(
@@ -510,7 +817,7 @@ def _tensor_entry(name: str, value: object) -> _Entry:
     else:
         _bad_json(
             f"tensor {name!r}: expected an object with dtype, shape and data_offsets, "
-            f"found {_describe(value)}",
+            f"found {_describe_value(value)}",
             tensor=name,
         )
     dims = _u64_array(name, "shape", shape)
@@ -524,10 +831,12 @@ def _tensor_entry(name: str, value: object) -> _Entry:
 
 
 def _dtype(name: str, value: object) -> str:
-    if type(value) is _Object and len(value) == 1 and value[0][1] is None:
+    if type(value) is JsonObject and len(value) == 1 and value[0][1] is None:
         value = value[0][0]  # serde's map form of a unit variant: {"F32": null}
     if type(value) is not str:
-        _bad_json(f"tensor {name!r}: dtype must be a string, found {_describe(value)}", tensor=name)
+        _bad_json(
+            f"tensor {name!r}: dtype must be a string, found {_describe_value(value)}", tensor=name
+        )
     if value not in _CANONICAL_DTYPE:
         _bad_json(
             f"tensor {name!r}: unknown dtype {value!r}; expected one of {', '.join(DTYPE_BITS)}",
@@ -539,20 +848,21 @@ def _dtype(name: str, value: object) -> str:
 def _u64_array(name: str, field: str, value: object) -> list[int]:
     if type(value) is not list:
         _bad_json(
-            f"tensor {name!r}: {field} must be an array of integers, found {_describe(value)}",
+            f"tensor {name!r}: {field} must be an array of integers, "
+            f"found {_describe_value(value)}",
             tensor=name,
         )
     for item in value:
-        if type(item) is not int or not 0 <= item <= _U64_MAX:
+        if type(item) is not int or not 0 <= item <= U64_MAX:
             _bad_json(
                 f"tensor {name!r}: {field} must hold integers in 0..2^64-1, "
-                f"found {_describe(item)}",
+                f"found {_describe_value(item)}",
                 tensor=name,
             )
     return value
 
 
-def _describe(value: object) -> str:
+def _describe_value(value: object) -> str:
     if value is None:
         return "null"
     if type(value) is bool:
@@ -566,7 +876,7 @@ def _describe(value: object) -> str:
     if type(value) is str:
         shown = value if len(value) <= 40 else value[:40] + "..."
         return f"the string {shown!r}"
-    if type(value) is _Object:
+    if type(value) is JsonObject:
         return f"an object with {len(value)} keys"
     return f"an array of {len(value)}"  # type: ignore[arg-type]
 
@@ -578,7 +888,7 @@ def _bad_json(message: str, *, tensor: str | None = None, offset: int | None = N
 # --- layout: the reference's Metadata::validate and the file-size check --------------------
 
 
-def _layout(columns: _Columns) -> _Columns:
+def _validate_layout(columns: _Columns) -> _Columns:
     """The reference's Metadata::validate on type-checked columns: sort, then walk."""
     names, _, shapes, begins, ends, _ = columns
     if not names:
@@ -595,13 +905,20 @@ def _layout(columns: _Columns) -> _Columns:
 def _sorted(columns: _Columns) -> _Columns:
     """The rows sorted by (begin, end), as the reference sorts; header order kept for ties."""
     names, dtypes, shapes, begins, ends, metadata = columns
-    order = sorted(range(len(names)), key=list(zip(begins, ends, strict=True)).__getitem__)
+    rows = range(len(names))
+    if len(set(begins)) == len(begins):
+        order = sorted(rows, key=begins.__getitem__)  # ints: no tuple per row to make
+    else:  # zero-size tensors share a begin with their neighbour: by (begin, end)
+        order = sorted(rows, key=list(zip(begins, ends, strict=True)).__getitem__)
+    if len(order) == 1:
+        return columns
+    pick = itemgetter(*order)
     return (
-        list(map(names.__getitem__, order)),
-        list(map(dtypes.__getitem__, order)),
-        list(map(shapes.__getitem__, order)),
-        list(map(begins.__getitem__, order)),
-        list(map(ends.__getitem__, order)),
+        list(pick(names)),
+        list(pick(dtypes)),
+        list(pick(shapes)),
+        list(pick(begins)),
+        list(pick(ends)),
         metadata,
     )
 
@@ -611,37 +928,30 @@ def _sizes_hold(columns: _Columns, distinct: Collection[_Shape]) -> bool:
     _, dtypes, shapes, begins, ends, _ = columns
     return (
         # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
-        ends[-1] <= _U64_MAX >> 3
+        ends[-1] <= U64_MAX >> 3
         # Also rejects any end < begin: no element count makes a negative size.
         and _sizes_match(dtypes, shapes, begins, ends, distinct)
     )
 
 
-def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header:
-    """The file-size check, then the Header (columns are valid and in offset order)."""
+def _build(
+    columns: _Columns, rows: dict[str, int] | None, header_size: int, file_size: int | None
+) -> Header:
+    """The file-size check (§5.5), then the Header (the columns are valid, in offset order)."""
     names, dtypes, shapes, begins, ends, metadata = columns
     data_start = HEADER_LENGTH_SIZE + header_size
     data_end = ends[-1] if ends else 0
     if file_size is not None and data_start + data_end != file_size:
+        from ._diagnose import truncation_hint
+
         short = data_start + data_end - file_size
         _fail(
             "MetadataIncompleteBuffer",
             _coverage_message(data_start, data_end, file_size),
             hint=truncation_hint(short) if short > 0 else None,
         )
-    infos = list(map(_new, repeat(TensorInfo, len(names))))
-    fields: Sequence[Iterable[object]] = (
-        names,
-        dtypes,
-        shapes,
-        map(data_start.__add__, begins),
-        map(data_start.__add__, ends),
-        repeat(data_start),
-    )
-    for setter, column in zip(_TENSOR_SLOTS, fields, strict=True):
-        deque(map(setter, infos, column), maxlen=0)
     return Header(
-        tensors=MappingProxyType(dict(zip(names, infos, strict=True))),
+        tensors=TensorTable(names, dtypes, shapes, begins, ends, data_start, rows),
         metadata=None if metadata is None else MappingProxyType(metadata),
         header_size=header_size,
         data_size=data_end,
@@ -691,7 +1001,7 @@ def _sizes_match(
 
 def _zero_hides_overflow(shape: _Shape) -> bool:
     return 0 in shape and (
-        max(shape) > _U64_MAX or any(count > _U64_MAX for count in _running_products(shape))
+        max(shape) > U64_MAX or any(count > U64_MAX for count in _running_products(shape))
     )
 
 
@@ -728,37 +1038,39 @@ def _walk(
         cursor = end
         count = 1
         for count in _running_products(shape):
-            if count > _U64_MAX:
+            if count > U64_MAX:
                 _fail(
                     "ValidationOverflow",
-                    f"tensor {name!r}: the element count of shape {_dims(shape)} overflows 64 bits",
+                    f"tensor {name!r}: the element count of shape {_shown_shape(shape)} "
+                    "overflows 64 bits",
                     tensor=name,
                 )
         bits = count * DTYPE_BITS[dtype]
-        if bits > _U64_MAX:
+        if bits > U64_MAX:
             _fail(
                 "ValidationOverflow",
-                f"tensor {name!r}: the size in bits of {dtype} x {_dims(shape)} overflows 64 bits",
+                f"tensor {name!r}: the size in bits of {dtype} x {_shown_shape(shape)} "
+                "overflows 64 bits",
                 tensor=name,
             )
         if bits % 8:
             _fail(
                 "MisalignedSlice",
-                f"tensor {name!r}: {dtype} x {_dims(shape)} is {bits:,} bits, "
+                f"tensor {name!r}: {dtype} x {_shown_shape(shape)} is {bits:,} bits, "
                 "not a whole number of bytes",
                 tensor=name,
             )
         if end - begin != bits // 8:
             _fail(
                 "TensorInvalidInfo",
-                f"tensor {name!r}: dtype {dtype} and shape {_dims(shape)} need "
+                f"tensor {name!r}: dtype {dtype} and shape {_shown_shape(shape)} need "
                 f"{bits // 8:,} bytes, but data_offsets [{begin}, {end}] span "
                 f"{end - begin:,} bytes",
                 tensor=name,
             )
 
 
-def _dims(shape: Sequence[int]) -> str:
+def _shown_shape(shape: Sequence[int]) -> str:
     if len(shape) > 8:
         return f"[{', '.join(map(str, shape[:8]))}, ... ({len(shape)} dims)]"
     return f"[{', '.join(map(str, shape))}]"
@@ -786,34 +1098,3 @@ def _fail(
     hint: str | None = None,
 ) -> NoReturn:
     raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed, hint=hint)
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0  # parses under way in this process
-_gc_was_enabled = False  # whether the first of them found the collector on
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while parsing.
-
-    A large header makes hundreds of thousands of acyclic objects, and each collection the
-    allocations trigger walks all of them: pausing cuts a 100,000-tensor header's time by a
-    third. Nothing made here can form a cycle, so nothing is left for the collector.
-    Concurrent parses share one pause: the collector is turned back on when the last one
-    ends, and only if it was on when the first one began. (A thread that turns it off
-    meanwhile finds it on again then: the one race this cannot see.)
-    """
-    global _gc_pauses, _gc_was_enabled  # noqa: PLW0603 - process-wide, as gc's state is
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()

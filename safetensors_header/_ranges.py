@@ -12,7 +12,7 @@ import math
 import operator
 from typing import TYPE_CHECKING, SupportsIndex
 
-from ._dtypes import DTYPE_BITS
+from ._format import DTYPE_BITS
 
 if TYPE_CHECKING:
     from ._header import TensorInfo

@@ -30,9 +30,12 @@ from typing import IO, TYPE_CHECKING, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ._diagnose import SNIFF_SIZE
-from ._errors import HeaderError
-from ._header import HEADER_LENGTH_SIZE, Header
+from ._errors import HeaderError, RemoteError
+from ._format import HEADER_LENGTH_SIZE
 from ._parser import parse_header
+
+if TYPE_CHECKING:
+    from ._header import Header
 
 if TYPE_CHECKING:
     import http.client
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 # and most callers never read a URL: they are imported on the first URL read (hence the
 # `noqa: PLC0415` on the imports inside functions below).
 
-__all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "RemoteError", "is_url", "read_url"]
+__all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "fetch_document", "read_url", "redact"]
 
 #: Bytes asked for by the first request. 97 % of the top-1000 models on the Hugging Face Hub
 #: have N < 100 KB (82 % < 25 KB); 128 KiB covers every header up to N = 131,064 bytes in one
@@ -77,46 +80,6 @@ _HINTS: Final = {
 
 # Waits between attempts; tests replace it to run without sleeping.
 _sleep: Callable[[float], None] = time.sleep
-
-
-class RemoteError(OSError):
-    """Reading a header over HTTP(S) failed: an HTTP status, or the network.
-
-    An ``OSError``, as a local file that cannot be read raises one, so ``except OSError``
-    covers both. A malformed header is still a `HeaderError`, never this.
-
-    Attributes:
-        url: The URL given, with any user name, password and query string (signed links
-            carry credentials there) replaced by ``<redacted>``.
-        status: The HTTP status of the answer at fault (e.g. 404), or ``None`` when the
-            failure was the network's (refused, reset, timed out, closed mid-body) or a reply
-            that contradicts the request (a wrong ``Content-Range``).
-
-    The message (also ``strerror``) says what happened and where, and for 401, 403 and 404
-    what to check.
-    """
-
-    url: str
-    status: int | None
-
-    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.strerror = message  # what tools that print OSError.strerror show
-        self.url = url
-        self.status = status
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only attributes survive pickling (multiprocessing, concurrent.futures).
-        return (_rebuild, (str(self), self.url, self.status))
-
-
-def _rebuild(message: str, url: str, status: int | None) -> RemoteError:
-    return RemoteError(message, url=url, status=status)
-
-
-def is_url(source: str) -> bool:
-    """Whether `read_header` reads ``source`` over HTTP(S) rather than as a local path."""
-    return source[:8].lower().startswith(("http://", "https://"))
 
 
 def read_url(

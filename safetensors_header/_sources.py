@@ -1,41 +1,57 @@
 """Where header bytes come from: paths, URLs, bytes-like objects and binary file objects.
 
-Each source reads only the 8 + N header bytes and hands them to the sans-IO core.
+Each source asks `bytes_needed` how much to read, reads exactly that (the 8 + N header bytes,
+never the data buffer) and calls `parse_header` once.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping
-from typing import IO, Protocol, Union
 
-from ._diagnose import SNIFF_SIZE
-from ._header import HEADER_LENGTH_SIZE, Header
-from ._parser import MAX_HEADER_SIZE, parse_header
-from ._remote import FIRST_READ, RETRIES, TIMEOUT, is_url, read_url
+from ._format import MAX_HEADER_SIZE, bytes_needed
+from ._parser import parse_header
 
-__all__ = ["Source", "read_header"]
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import IO, Final, Protocol, TypeAlias
 
-_CHUNK = 16 * 2**20
+    from ._header import Header
+
+    class _Readable(Protocol):
+        # Any buffer of bytes: fsspec returns bytes, obstore its own Bytes type.
+        def read(self, size: int = ..., /) -> object: ...
+
+    #: What `read_header` accepts: a path, a bytes-like object, or a binary file object.
+    Source: TypeAlias = (
+        str
+        | "os.PathLike[str]"
+        | "os.PathLike[bytes]"
+        | bytes
+        | bytearray
+        | memoryview
+        | IO[bytes]
+        | _Readable
+    )
+else:
+    # At run time, for introspection and documentation: any object with read() also works.
+    Source = str | os.PathLike | bytes | bytearray | memoryview | io.IOBase
+
+__all__ = ["Source", "is_url", "read_at_most", "read_header"]
+
+# A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
+# allocate n bytes before it finds that out: read at most this much at a time.
+_STREAM_CHUNK: Final = 16 * 2**20
+# The URL options' defaults, here so that reading a local file does not import the HTTP client.
+_FIRST_READ: Final = 128 * 1024
+_TIMEOUT: Final = 10.0
+_RETRIES: Final = 2
 
 
-class _Readable(Protocol):
-    # Any buffer of bytes: fsspec returns bytes, obstore its own Bytes type.
-    def read(self, size: int = ..., /) -> object: ...
-
-
-#: What `read_header` accepts: a path, a bytes-like object, or a binary file object.
-Source = Union[
-    str,
-    "os.PathLike[str]",
-    "os.PathLike[bytes]",
-    bytes,
-    bytearray,
-    memoryview,
-    IO[bytes],
-    _Readable,
-]
+def is_url(source: str) -> bool:
+    """Whether `read_header` reads ``source`` over HTTP(S) rather than as a local path."""
+    return source[:8].lower().startswith(("http://", "https://"))
 
 
 def read_header(
@@ -44,9 +60,9 @@ def read_header(
     *,
     max_header_size: int = MAX_HEADER_SIZE,
     headers: Mapping[str, str] | None = None,
-    timeout: float = TIMEOUT,
-    first_read: int = FIRST_READ,
-    retries: int = RETRIES,
+    timeout: float = _TIMEOUT,
+    first_read: int = _FIRST_READ,
+    retries: int = _RETRIES,
 ) -> Header:
     """Read and validate the header of a safetensors file.
 
@@ -92,6 +108,8 @@ def read_header(
         ValueError: A URL option is out of range, or the URL is malformed.
     """
     if isinstance(source, str) and is_url(source):
+        from ._remote import read_url
+
         return read_url(
             source,
             max_header_size=max_header_size,
@@ -103,13 +121,13 @@ def read_header(
     if isinstance(source, (str, os.PathLike)):
         # Unbuffered, so that exactly 8 + N bytes are read from the file.
         with open(source, "rb", buffering=0) as file:
-            return _read_stream(file, os.fstat(file.fileno()).st_size, max_header_size)
+            return _read_stream(file.read, os.fstat(file.fileno()).st_size, max_header_size)
     try:
         # Bytes-like first: an mmap also has read(), but its buffer is the whole file.
         view = memoryview(source)  # type: ignore[arg-type]
     except TypeError:
         if hasattr(source, "read"):
-            return _read_stream(source, _seek_size(source), max_header_size)
+            return _read_stream(source.read, _seek_size(source), max_header_size)
         raise TypeError(
             "read_header() expected a path, a bytes-like object or a binary file object, "
             f"not {type(source).__name__}"
@@ -134,34 +152,29 @@ def _seek_size(file: object) -> int | None:
     return size
 
 
-def _read_stream(file: _Readable, size: int | None, limit: int) -> Header:
-    head = _read_exactly(file, HEADER_LENGTH_SIZE)
-    stop = HEADER_LENGTH_SIZE + int.from_bytes(head, "little")
-    if (
-        len(head) < HEADER_LENGTH_SIZE
-        or stop - HEADER_LENGTH_SIZE > limit
-        or (size is not None and stop > size)
-    ):
-        # A bad length prefix: read a few more bytes, so that the error's hint can tell what
-        # the file is instead (a Git LFS pointer, an HTML page, ...).
-        head += _read_exactly(file, SNIFF_SIZE - len(head))
-        return parse_header(head, file_size=size, max_header_size=limit)  # raises the error
-    # The length prefix is sound: read exactly the header, never the data buffer.
-    data = head + _read_exactly(file, stop - HEADER_LENGTH_SIZE)
-    if len(data) < stop:
-        size = None  # the stream ended early: judge what was read as the whole file
+def _read_stream(read: Callable[[int], object], size: int | None, limit: int) -> Header:
+    """The header from a stream positioned at the file's start: exactly the bytes it needs."""
+    data = b""
+    need = bytes_needed(data, file_size=size, max_header_size=limit)
+    while len(data) < need:
+        data += read_at_most(read, need - len(data))
+        if len(data) < need:
+            size = None  # the stream ended early: judge what was read as the whole file
+            break
+        need = bytes_needed(data, file_size=size, max_header_size=limit)
     return parse_header(data, file_size=size, max_header_size=limit)
 
 
-def _read_exactly(file: _Readable, count: int) -> bytes:
-    """Up to `count` bytes, fewer only at the end of the stream (raw reads may be short).
+def read_at_most(read: Callable[[int], object], count: int) -> bytes:
+    """`count` bytes from `read`, fewer only at the end of the stream.
 
-    Reads at most `_CHUNK` at a time: a stream of unknown size may be far shorter than a
-    (raised) header limit, and ``read(n)`` may allocate n bytes before it finds out.
+    Raw reads may return fewer bytes than asked (then it asks again), and a file object may
+    return more (they are kept: they are the bytes that follow). Reads at most
+    `_STREAM_CHUNK` bytes at a time.
     """
     chunks: list[bytes] = []
     while count > 0:
-        chunk: object = file.read(min(count, _CHUNK))
+        chunk: object = read(min(count, _STREAM_CHUNK))
         if not chunk:
             break
         if not isinstance(chunk, bytes):

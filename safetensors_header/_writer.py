@@ -25,19 +25,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import index
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeGuard
 
-from ._dtypes import DTYPE_BITS
 from ._errors import HeaderError
-from ._header import HEADER_LENGTH_SIZE, Header
-from ._parser import MAX_HEADER_SIZE, parse_header
+from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
+from ._parser import parse_header
 from ._sources import read_header
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, StrPath
 
+    from ._header import Header
+
 __all__ = ["encode_header", "update_metadata", "write_file"]
 
-_U64_MAX: Final = 2**64 - 1  # shapes and offsets are u64 (usize) in the reference
-_METADATA_KEY: Final = "__metadata__"
 _ALIGNMENT: Final = 8  # the reference pads the header with spaces to a multiple of 8
 _CHUNK = 16 * 2**20  # bytes per read when copying a data buffer into a new file
 # The reference's writer refuses headers its reader would refuse (HeaderTooLarge); a name of
@@ -220,7 +219,7 @@ def _spec(name: object, value: object, *, arity: int) -> tuple[str, str, tuple[i
     """name, dtype, shape and (for arity 3) data, checked for type and range."""
     if not isinstance(name, str):
         raise TypeError(f"tensor names must be str, not {type(name).__name__}: {name!r}")
-    if name == _METADATA_KEY:
+    if name == METADATA_KEY:
         # The reference writes such a tensor as if it were the metadata: no reader opens it.
         raise HeaderError(
             "InvalidHeaderDeserialization",
@@ -255,8 +254,8 @@ def _dims(name: str, shape: object) -> tuple[int, ...]:
         dims: tuple[int, ...] = tuple(shape)  # the usual case, checked at C speed
     else:
         dims = _converted_dims(name, shape)
-    if dims and (min(dims) < 0 or max(dims) > _U64_MAX):
-        culprit = next(dim for dim in dims if not 0 <= dim <= _U64_MAX)
+    if dims and (min(dims) < 0 or max(dims) > U64_MAX):
+        culprit = next(dim for dim in dims if not 0 <= dim <= U64_MAX)
         raise HeaderError(
             "InvalidHeaderDeserialization",
             f"tensor {name!r}: dimensions must be in 0..2^64-1, found {culprit}",
@@ -338,10 +337,10 @@ def _nbytes(dtype: str, dims: tuple[int, ...]) -> int:
     count = 1
     for dim in dims:
         count *= dim
-        if count > _U64_MAX:
+        if count > U64_MAX:
             return 0
     bits = count * DTYPE_BITS[dtype]
-    return bits // 8 if bits <= _U64_MAX and bits % 8 == 0 else 0
+    return bits // 8 if bits <= U64_MAX and bits % 8 == 0 else 0
 
 
 def _order(entry: tuple[str, str, object, object]) -> tuple[int, str]:
@@ -355,7 +354,7 @@ def _layout(entries: list[tuple[str, str, tuple[int, ...], int]]) -> list[_Row]:
     for name, dtype, dims, size in sorted(entries, key=_order):
         rows.append((name, dtype, dims, offset, offset + size))
         offset += size
-    if offset > _U64_MAX:
+    if offset > U64_MAX:
         raise HeaderError(
             "ValidationOverflow",
             f"the tensors need {offset:,} bytes in all, more than 2^64-1",
@@ -372,7 +371,7 @@ def _json(rows: Sequence[_Row], metadata: dict[str, str] | None) -> bytes:
     """
     # `__metadata__` first when present, even empty: the reference's bug is writing `{}`
     # before it when there are no tensors.
-    document: dict[str, object] = {} if metadata is None else {_METADATA_KEY: metadata}
+    document: dict[str, object] = {} if metadata is None else {METADATA_KEY: metadata}
     for name, dtype, dims, begin, end in rows:
         document[name] = {"dtype": dtype, "shape": dims, "data_offsets": (begin, end)}
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), check_circular=False)

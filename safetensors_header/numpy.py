@@ -19,9 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._errors import HeaderError
+from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo
-from ._parser import MAX_HEADER_SIZE
-from ._sources import Source, _read_exactly, read_header
+from ._sources import Source, read_at_most, read_header
 
 __all__ = ["load", "numpy_dtype"]
 
@@ -178,7 +178,7 @@ def _read_file(file: Any, header: Header, chosen: list[TensorInfo]) -> list[NDAr
 
 
 def _exactly(file: Any, count: int, info: TensorInfo | None) -> NDArray[np.uint8]:
-    data = _read_exactly(file, count)
+    data = read_at_most(file.read, count)
     if len(data) < count:
         where = "the data buffer" if info is None else f"tensor {info.name!r}"
         raise HeaderError(

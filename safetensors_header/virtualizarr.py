@@ -29,8 +29,9 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from ._errors import HeaderError
+from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo
-from ._parser import MAX_HEADER_SIZE, parse_header
+from ._parser import parse_header
 from ._remote import FIRST_READ
 from ._zarr import array_v3, stored_shape, zarr_node_name
 

@@ -35,6 +35,11 @@ FILE = build(
 
 def test_public_names() -> None:
     assert set(safetensors_header.__all__) == {
+        "DTYPES",
+        "Dtype",
+        "Source",
+        "TensorTable",
+        "bytes_needed",
         "DTYPE_BITS",
         "FINDING_CODES",
         "Checkpoint",

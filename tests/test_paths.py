@@ -150,16 +150,6 @@ def test_garbage_collector_state_is_restored() -> None:
     assert gc.isenabled()
 
 
-def test_concurrent_parses_share_one_pause() -> None:
-    assert gc.isenabled()
-    with _parser._gc_paused():
-        assert not gc.isenabled()
-        with _parser._gc_paused():  # a second parse, as from another thread
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the first one is still running
-    assert gc.isenabled()
-
-
 def test_parses_from_many_threads_restore_the_collector() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -185,7 +175,7 @@ def test_fast_path_takes_escaped_names(name: str) -> None:
     )
     fast = _parser._fast_columns(text)
     assert fast is not None
-    assert fast == _parser._layout(_parser._exact_columns(text))
+    assert fast == _parser._validate_layout(_parser._exact_columns(text))
 
 
 def test_fast_path_sorts_an_unsorted_valid_header() -> None:
@@ -232,11 +222,7 @@ def test_a_valid_layout_beyond_2_to_the_61_is_walked() -> None:
 @pytest.mark.parametrize(
     ("levels", "expected"), [(127, None), (128, "InvalidHeaderDeserialization")]
 )
-def test_the_depth_count_used_under_a_raised_recursion_limit(
-    monkeypatch: pytest.MonkeyPatch, levels: int, expected: str | None
-) -> None:
-    monkeypatch.setattr(_parser, "_C_STACK_AT_RISK", True)
-    monkeypatch.setattr(_parser, "_SAFE_RECURSION_LIMIT", 0)
+def test_the_depth_count_before_the_json_readers(levels: int, expected: str | None) -> None:
     inner = levels - 2  # the outer object and the entry count too
     body = '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":[' + "[" * (inner - 1)
     body += '"[[[[{{{\\"]"' + "]" * (inner - 1) + "]}}"  # brackets in a string do not count

@@ -1,0 +1,245 @@
+"""The format in one place: its layout constants, its dtypes, and where a header ends.
+
+Every other module takes the format's facts from here (docs/format.md says them in words).
+`bytes_needed` is the first step of reading any source, sans-IO in the way of h11's "need
+data": given the first bytes of a file it says how many bytes from offset 0 the header
+occupies, or that more bytes are needed to tell, or raises the verdict the length prefix
+alone decides. A source reads that many bytes and calls `parse_header` once.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from ._diagnose import SNIFF_SIZE, sniff, truncation_hint
+from ._errors import HeaderError
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Final
+
+__all__ = [
+    "DTYPES",
+    "DTYPE_BITS",
+    "HEADER_LENGTH_SIZE",
+    "MAX_HEADER_SIZE",
+    "METADATA_KEY",
+    "TENSOR_FIELDS",
+    "U64_MAX",
+    "Dtype",
+    "bytes_needed",
+    "length_fault",
+]
+
+HEADER_LENGTH_SIZE: Final = 8  # the little-endian u64 N that opens every file (§1.1)
+MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.2)
+U64_MAX: Final = 2**64 - 1  # offsets, dimensions and sizes are u64 (usize) in the reference
+METADATA_KEY: Final = "__metadata__"  # the top-level key of the metadata map (§4.1)
+TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")  # a tensor entry's fields (§4.2)
+
+
+class Dtype:
+    """One safetensors dtype and what it is called elsewhere.
+
+    Attributes:
+        name: The name in the header, e.g. ``"BF16"`` (exact, case-sensitive).
+        bits: Bits per element: 4 for ``F4``, 6 for ``F6_*``, else a whole number of bytes.
+            Sub-byte types are packed, so a tensor's bit count must be a multiple of 8.
+        numpy: The little-endian numpy type string (``"<f4"``), or ``None`` where numpy has
+            no such type (BF16, F8, F4, F6).
+        ml_dtypes: The ``ml_dtypes`` type that stands in for numpy's (``"bfloat16"``), or
+            ``None``.
+        zarr: The Zarr v3 ``data_type`` the tensor's bytes are presented as: the real type
+            where Zarr has one, else an unsigned integer of the same width (BF16 as
+            ``"uint16"``, F8 as ``"uint8"``) and, for the packed sub-byte types, ``"uint8"``
+            bytes.
+        zarr_v2: The same as a Zarr v2 (numpy) type string; one-byte types as ``"|u1"``,
+            the only form zarr-python 3 accepts for them.
+    """
+
+    __slots__ = ("bits", "ml_dtypes", "name", "numpy", "zarr", "zarr_v2")
+
+    name: str
+    bits: int
+    numpy: str | None
+    ml_dtypes: str | None
+    zarr: str
+    zarr_v2: str
+
+    def __init__(
+        self, name: str, bits: int, numpy: str | None, ml_dtypes: str | None, zarr: str
+    ) -> None:
+        for attribute, value in (
+            ("name", name),
+            ("bits", bits),
+            ("numpy", numpy),
+            ("ml_dtypes", ml_dtypes),
+            ("zarr", zarr),
+            ("zarr_v2", _ZARR_V2[zarr]),
+        ):
+            object.__setattr__(self, attribute, value)
+
+    @property
+    def packed(self) -> bool:
+        """Whether several values share a byte (``F4``, ``F6_*``)."""
+        return self.bits % 8 != 0
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Dtype is immutable: cannot set {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<Dtype {self.name}: {self.bits} bits>"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_dtype_named, (self.name,))
+
+
+_ZARR_V2: Final = {
+    "bool": "|b1",
+    "uint8": "|u1",
+    "int8": "|i1",
+    "int16": "<i2",
+    "uint16": "<u2",
+    "float16": "<f2",
+    "int32": "<i4",
+    "uint32": "<u4",
+    "float32": "<f4",
+    "complex64": "<c8",
+    "float64": "<f8",
+    "int64": "<i8",
+    "uint64": "<u8",
+}
+
+#: Every dtype the reference accepts, by name, in its enum order (``BOOL`` first, ``U64``
+#: last), which is also the order its writer sorts by (§2).
+DTYPES: Final[Mapping[str, Dtype]] = MappingProxyType(
+    {
+        dtype.name: dtype
+        for dtype in (
+            Dtype("BOOL", 8, "|b1", None, "bool"),
+            Dtype("F4", 4, None, None, "uint8"),
+            Dtype("F6_E2M3", 6, None, None, "uint8"),
+            Dtype("F6_E3M2", 6, None, None, "uint8"),
+            Dtype("U8", 8, "|u1", None, "uint8"),
+            Dtype("I8", 8, "|i1", None, "int8"),
+            Dtype("F8_E5M2", 8, None, "float8_e5m2", "uint8"),
+            Dtype("F8_E4M3", 8, None, "float8_e4m3fn", "uint8"),
+            Dtype("F8_E8M0", 8, None, "float8_e8m0fnu", "uint8"),
+            Dtype("F8_E4M3FNUZ", 8, None, "float8_e4m3fnuz", "uint8"),
+            Dtype("F8_E5M2FNUZ", 8, None, "float8_e5m2fnuz", "uint8"),
+            Dtype("I16", 16, "<i2", None, "int16"),
+            Dtype("U16", 16, "<u2", None, "uint16"),
+            Dtype("F16", 16, "<f2", None, "float16"),
+            Dtype("BF16", 16, None, "bfloat16", "uint16"),
+            Dtype("I32", 32, "<i4", None, "int32"),
+            Dtype("U32", 32, "<u4", None, "uint32"),
+            Dtype("F32", 32, "<f4", None, "float32"),
+            Dtype("C64", 64, "<c8", None, "complex64"),
+            Dtype("F64", 64, "<f8", None, "float64"),
+            Dtype("I64", 64, "<i8", None, "int64"),
+            Dtype("U64", 64, "<u8", None, "uint64"),
+        )
+    }
+)
+
+#: Every dtype name mapped to its size in bits, in the reference's enum order.
+DTYPE_BITS: Final[Mapping[str, int]] = MappingProxyType(
+    {name: dtype.bits for name, dtype in DTYPES.items()}
+)
+
+
+def _dtype_named(name: str) -> Dtype:
+    return DTYPES[name]
+
+
+def bytes_needed(
+    prefix: bytes | bytearray | memoryview,
+    /,
+    *,
+    file_size: int | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+) -> int:
+    """How many bytes from the start of the file reading its header takes.
+
+    Args:
+        prefix: The file's first bytes, as many as are at hand (none at all is fine).
+        file_size: The size of the whole file, or ``None`` when it is not known (a stream).
+        max_header_size: The largest header length N accepted (§1.2).
+
+    Returns:
+        ``8 + N``, the end of the header, once `prefix` holds a sound 8-byte length prefix:
+        read the file up to there and pass those bytes to `parse_header`. Before that, a
+        smaller number, never above 64: the bytes it takes to tell (8 for the length prefix;
+        up to 64 when the prefix is bad, so that the error can name what the file is). Read
+        that many, or to the end of the file, and ask again; a stream that ends first is
+        handed to `parse_header` as it is (``file_size=None``), which gives the verdict.
+
+    Raises:
+        HeaderError: What the first bytes alone decide, in the reference's order (§1.2):
+            ``HeaderTooSmall`` (a file under 8 bytes), ``HeaderTooLarge`` (N above
+            `max_header_size`), ``InvalidHeaderLength`` (``8 + N`` past the end of the file).
+            Never for a stream whose end is not known yet, except ``HeaderTooLarge``.
+    """
+    have = len(prefix)
+    if have < HEADER_LENGTH_SIZE and (file_size is None or file_size >= HEADER_LENGTH_SIZE):
+        return HEADER_LENGTH_SIZE
+    if have >= HEADER_LENGTH_SIZE:
+        header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+        stop = HEADER_LENGTH_SIZE + header_size
+        # The common case, without building an error: the checks of `length_fault`.
+        if header_size <= max_header_size and (file_size is None or stop <= file_size):
+            return stop
+    # A bad length prefix: first the bytes that let the hint say what the file is instead.
+    enough = SNIFF_SIZE if file_size is None else min(file_size, SNIFF_SIZE)
+    if have < enough:
+        return enough
+    fault = length_fault(prefix, file_size, max_header_size)
+    assert fault is not None  # the prefix is bad: see above
+    raise fault
+
+
+def length_fault(
+    prefix: bytes | bytearray | memoryview, file_size: int | None, max_header_size: int
+) -> HeaderError | None:
+    """The reference's first three checks (§1.2), on the first bytes of a file.
+
+    `prefix` must hold the first 8 bytes, or be the whole file; with ``file_size=None`` it is
+    taken to be the whole file. Returns the error to raise (its hint from the first 64
+    bytes, if `prefix` has them), or ``None`` when the length prefix is sound.
+    """
+    size = len(prefix) if file_size is None else file_size
+    if size < HEADER_LENGTH_SIZE:
+        return _fault(
+            "HeaderTooSmall",
+            f"expected at least 8 bytes (the header length), found a file of {size} bytes",
+            prefix if len(prefix) >= size else None,  # only the whole file tells what it is
+        )
+    header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+    if header_size > max_header_size:
+        return _fault(
+            "HeaderTooLarge",
+            f"the header length is {header_size:,} bytes, above the limit of "
+            f"{max_header_size:,} (max_header_size); the file starts with "
+            f"{bytes(prefix[:HEADER_LENGTH_SIZE])!r}",
+            prefix,
+        )
+    stop = HEADER_LENGTH_SIZE + header_size
+    if stop > size:
+        return _fault(
+            "InvalidHeaderLength",
+            f"the header length is {header_size:,} bytes, so the header ends at byte "
+            f"{stop:,}, but the file is {size:,} bytes",
+            prefix,
+            missing=stop - size,
+        )
+    return None
+
+
+def _fault(
+    kind: str, message: str, prefix: bytes | bytearray | memoryview | None, *, missing: int = 0
+) -> HeaderError:
+    hint = None if prefix is None else sniff(bytes(prefix[:SNIFF_SIZE]))
+    if hint is None and missing > 0:
+        hint = truncation_hint(missing)
+    return HeaderError(kind, message, hint=hint)
