@@ -358,9 +358,7 @@ def _field_order(parts: list[str], first: int) -> tuple[str, ...] | None:
     """The order of the first entry's fields, when it is a permutation of the three."""
     order = []
     at = first + 2
-    for _ in TENSOR_FIELDS:
-        if at >= len(parts):
-            return None
+    for _ in TENSOR_FIELDS:  # there are 10 parts from `first` on: `at` stays inside
         field = parts[at]
         order.append(field)
         at += 4 if field == "dtype" else 2
@@ -734,7 +732,8 @@ def _exact_columns(text: str) -> _Columns:
             f"{error.msg} at line {error.lineno} column {error.colno} (file offset {offset:,})",
             offset=offset,
         )
-    _check_tree(top, strings="\\u" in text)
+    if "\\u" in text:  # only an escape can make a surrogate
+        _check_strings(top)
     if type(top) is not JsonObject:
         _bad_json(f"expected a JSON object at the top level, found {_describe_value(top)}")
     metadata: dict[str, str] | None = None
@@ -756,25 +755,19 @@ def _exact_columns(text: str) -> _Columns:
     return names, dtypes, _interned(shapes)[0], begins, ends, metadata
 
 
-def _check_tree(top: object, *, strings: bool) -> None:
-    """serde_json's nesting limit, and no lone surrogate in any string (keys included)."""
-    stack: list[tuple[object, int]] = [(top, 1)]
+def _check_strings(top: object) -> None:
+    """No lone surrogate in any string, keys included (§3.3); json.loads lets them through."""
+    stack = [top]
     while stack:
-        node, depth = stack.pop()
+        node = stack.pop()
         if type(node) is JsonObject:
-            values: Iterable[object] = (value for _, value in node)
-            if strings:
-                for key, _ in node:
-                    _check_string(key)
+            for key, value in node:
+                _check_string(key)
+                stack.append(value)
         elif type(node) is list:
-            values = node
-        else:
-            if strings and type(node) is str:
-                _check_string(node)
-            continue
-        if depth > _MAX_DEPTH:
-            _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
-        stack.extend(zip(values, repeat(depth + 1), strict=False))
+            stack.extend(node)
+        elif type(node) is str:
+            _check_string(node)
 
 
 def _check_string(value: str) -> None:
