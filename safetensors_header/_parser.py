@@ -34,6 +34,7 @@ import json
 import math
 import re
 from itertools import accumulate, chain, repeat
+from json.scanner import make_scanner
 from operator import index, itemgetter, le, mul, sub
 from types import MappingProxyType
 
@@ -47,12 +48,14 @@ from ._format import (
     U64_MAX,
     length_fault,
 )
-from ._header import Header, TensorTable
+from ._header import TensorTable, make_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
     from typing import Any, Final, NoReturn, TypeVar
+
+    from ._header import Header
 
     _T = TypeVar("_T")
 
@@ -212,6 +215,8 @@ _ORDERS: Final[dict[tuple[str, ...], tuple[tuple[tuple[int, str], ...], int, int
     )
 }
 _ENTRY_PARTS: Final = 10
+# json's C scanner itself, without json.loads' checks of a text already checked here.
+_scan: Final = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: a class
 
 
 def _canonical_columns(text: str) -> tuple[_Columns, dict[str, int] | None] | None:
@@ -381,7 +386,7 @@ def _canonical_shapes(
     joined = "],[".join([part[2:end] for part in distinct])
     if not _SHAPE_LISTS.fullmatch(joined):
         return None
-    parsed = list(map(tuple, json.loads(f"[[{joined}]]")))
+    parsed = list(map(tuple, _scan(f"[[{joined}]]", 0)[0]))
     if len(parsed) != len(distinct):
         return None  # a part held "],[": more lists than parts
     if max(map(max, filter(None, parsed)), default=0) > U64_MAX:
@@ -407,9 +412,9 @@ def _canonical_offsets(column: list[str], separator: str) -> list[int] | None:
         and _OFFSET_PARTS[separator].fullmatch(joined)
     ):
         return None
-    # ":[0,8]},:[8,32]}," -> "0,8,8,32": one json.loads of integers.
+    # ":[0,8]},:[8,32]}," -> "0,8,8,32": one scan of a JSON array of integers.
     inner = joined[2 : -1 - len(separator)].replace(f"]{separator}:[", ",")
-    values: list[int] = json.loads(f"[{inner}]")
+    values: list[int] = _scan(f"[{inner}]", 0)[0]
     return values
 
 
@@ -943,12 +948,12 @@ def _build(
             _coverage_message(data_start, data_end, file_size),
             hint=truncation_hint(short) if short > 0 else None,
         )
-    return Header(
-        tensors=TensorTable(names, dtypes, shapes, begins, ends, data_start, rows),
-        metadata=None if metadata is None else MappingProxyType(metadata),
-        header_size=header_size,
-        data_size=data_end,
-        file_size=file_size,
+    return make_header(
+        TensorTable(names, dtypes, shapes, begins, ends, data_start, rows),
+        None if metadata is None else MappingProxyType(metadata),
+        header_size,
+        data_end,
+        file_size,
     )
 
 

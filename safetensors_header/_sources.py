@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+from functools import partial
 
 from ._format import MAX_HEADER_SIZE, bytes_needed
 from ._parser import parse_header
@@ -47,6 +48,7 @@ _STREAM_CHUNK: Final = 16 * 2**20
 _FIRST_READ: Final = 128 * 1024
 _TIMEOUT: Final = 10.0
 _RETRIES: Final = 2
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def is_url(source: str) -> bool:
@@ -119,9 +121,14 @@ def read_header(
             retries=retries,
         )
     if isinstance(source, (str, os.PathLike)):
-        # Unbuffered, so that exactly 8 + N bytes are read from the file.
-        with open(source, "rb", buffering=0) as file:
-            return _read_stream(file.read, os.fstat(file.fileno()).st_size, max_header_size)
+        # The descriptor itself (no file object: a tenth of a small header's time), so that
+        # exactly 8 + N bytes are read from the file.
+        descriptor = os.open(source, _OPEN_FLAGS)
+        try:
+            size = os.fstat(descriptor).st_size
+            return _read_stream(partial(os.read, descriptor), size, max_header_size)
+        finally:
+            os.close(descriptor)
     try:
         # Bytes-like first: an mmap also has read(), but its buffer is the whole file.
         view = memoryview(source)  # type: ignore[arg-type]
@@ -172,9 +179,13 @@ def read_at_most(read: Callable[[int], object], count: int) -> bytes:
     return more (they are kept: they are the bytes that follow). Reads at most
     `_STREAM_CHUNK` bytes at a time.
     """
+    chunk: object = read(min(count, _STREAM_CHUNK))
+    if type(chunk) is bytes and len(chunk) >= count:
+        return chunk  # the usual case: a file read whole at once
     chunks: list[bytes] = []
     while count > 0:
-        chunk: object = read(min(count, _STREAM_CHUNK))
+        if chunks:
+            chunk = read(min(count, _STREAM_CHUNK))
         if not chunk:
             break
         if not isinstance(chunk, bytes):

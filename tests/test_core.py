@@ -23,7 +23,7 @@ from conftest import build, reference_kind, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 
-from safetensors_header import HeaderError, TensorInfo, _parser, parse_header, read_header
+from safetensors_header import HeaderError, TensorInfo, _parser, read_header
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,9 @@ WRITERS = {
 
 @pytest.mark.parametrize("writer", list(WRITERS), ids=list(WRITERS))
 @pytest.mark.parametrize("metadata", [None, {}, {"format": "pt", "note": "a b"}], ids=repr)
-def test_canonical_reader_takes_writers_output(writer: str, metadata: dict[str, str] | None) -> None:
+def test_canonical_reader_takes_writers_output(
+    writer: str, metadata: dict[str, str] | None
+) -> None:
     header = checkpoint(50, metadata=metadata)
     text = WRITERS[writer](header)
     data = build(text, data_size(header), pad=True)
@@ -101,7 +103,7 @@ def test_canonical_reader_takes_shuffled_entries_and_null_metadata() -> None:
     random.Random(7).shuffle(entries)
     text = json.dumps({"__metadata__": None, **dict(entries)})
     assert canonical(text) == exact(text)
-    assert [name for name in canonical(text)[0]] == list(header)  # type: ignore[index]
+    assert list(canonical(text)[0]) == list(header)  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -132,13 +134,19 @@ E = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]}'
         pytest.param('{"a":{"dtype":"U8","shape":[1 0],"data_offsets":[0,1]}}', id="split-number"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0, 1 ]}}', id="spaced-ok"),
         pytest.param('{"__metadata__": nu ll,"a":' + E + "}", id="split-null"),
-        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":' + E + "}", id="dup"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":' + E + "}", id="dup"
+        ),
         pytest.param('{"a":' + E + ',"__metadata__":{}}', id="metadata-last"),
         pytest.param('{"__metadata__":{},"__metadata__":{},"a":' + E + "}", id="metadata-twice"),
         pytest.param('{"a\x01":' + E + "}", id="control-in-name"),
         pytest.param('{"__metadata__":{"k\n":"v"},"a":' + E + "}", id="control-in-metadata"),
-        pytest.param('{"__metadata__":{"},":"v"},"a":' + E + "}", id="metadata-key-like-a-separator"),
-        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}', id="extra-field"),
+        pytest.param(
+            '{"__metadata__":{"},":"v"},"a":' + E + "}", id="metadata-key-like-a-separator"
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}', id="extra-field"
+        ),
         pytest.param('{"a":{"dtype":"U8","shape":[01],"data_offsets":[0,1]}}', id="leading-zero"),
         pytest.param('{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,1]}}', id="minus-zero"),
         pytest.param('{"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}}', id="float"),
@@ -149,14 +157,23 @@ E = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]}'
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}} x', id="trailing"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}\x00', id="nul-pad"),
         pytest.param('\ufeff{"a":' + E + "}", id="bom"),
-        pytest.param('{"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,1]}}',
-                     id="dim-above-u64"),
-        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"b":' + E + "}",
-                     id="missing-comma"),
-        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8",'
-                     '"shape":[1],"data_offsets":[1,2],:[3,4]}}', id="offsets-spill-over"),
-        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"shape":[1],'
-                     '"dtype":"U8","data_offsets":[1,2]}}', id="mixed-field-orders"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,1]}}',
+            id="dim-above-u64",
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"b":' + E + "}", id="missing-comma"
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8",'
+            '"shape":[1],"data_offsets":[1,2],:[3,4]}}',
+            id="offsets-spill-over",
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"shape":[1],'
+            '"dtype":"U8","data_offsets":[1,2]}}',
+            id="mixed-field-orders",
+        ),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,2]}}', id="wrong-size"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', id="gap"),
     ],
@@ -175,7 +192,10 @@ def test_canonical_reader_steps_aside_on_hostile_parts() -> None:
     two = '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],'
     assert canonical(two + '"data_offsets":[1,2]}}') is not None
     assert canonical(two + '"data_offsets":[1,2]}} ') is not None
-    assert canonical(two.replace('"shape":[1],', '"shape":[1],[1],', 1) + '"data_offsets":[1,2]}}') is None
+    assert (
+        canonical(two.replace('"shape":[1],', '"shape":[1],[1],', 1) + '"data_offsets":[1,2]}}')
+        is None
+    )
     assert canonical(two + '"data_offsets":[1,2],[3,4]}}') is None
 
 
@@ -266,10 +286,12 @@ def test_tables_of_entries_pickle_and_compare() -> None:
     header = read_header(build(checkpoint(3), data_size(checkpoint(3))))
     made = type(header)(dict(header.tensors.items()), None, header.header_size, 80, None)
     again = pickle.loads(pickle.dumps(made))
-    assert again.tensors == header.tensors and isinstance(again.tensors, type(header.tensors))
+    assert again.tensors == header.tensors
+    assert isinstance(again.tensors, type(header.tensors))
     assert pickle.loads(pickle.dumps(header)) == header
     empty = read_header(build({}, 0)).tensors
-    assert repr(empty) == "<TensorTable (no tensors)>" and len(empty) == 0
+    assert repr(empty) == "<TensorTable (no tensors)>"
+    assert len(empty) == 0
     assert type(header.tensors).of([], 8) == empty.__class__([], [], [], [], [], 8)
 
 
@@ -278,7 +300,8 @@ def test_the_dtype_table() -> None:
 
     from safetensors_header import DTYPE_BITS, DTYPES
 
-    assert list(DTYPES) == list(DTYPE_BITS) and len(DTYPES) == 22
+    assert list(DTYPES) == list(DTYPE_BITS)
+    assert len(DTYPES) == 22
     bf16 = DTYPES["BF16"]
     assert (bf16.bits, bf16.numpy, bf16.ml_dtypes, bf16.zarr, bf16.zarr_v2) == (
         16, None, "bfloat16", "uint16", "<u2",
@@ -288,8 +311,11 @@ def test_the_dtype_table() -> None:
     assert pickle.loads(pickle.dumps(bf16)) is bf16
     with pytest.raises(AttributeError, match="immutable"):
         bf16.bits = 8  # type: ignore[misc]
-    assert all((d.numpy is None) == (d.name in {"BF16", "F4", "F6_E2M3", "F6_E3M2"} or
-                                     d.name.startswith("F8")) for d in DTYPES.values())
+    assert all(
+        (d.numpy is None)
+        == (d.name in {"BF16", "F4", "F6_E2M3", "F6_E3M2"} or d.name.startswith("F8"))
+        for d in DTYPES.values()
+    )
 
 
 def test_reprs_are_short() -> None:
@@ -528,7 +554,11 @@ def test_a_file_object_that_reads_more_than_asked() -> None:
     data = build(header, data_size(header))
     greedy = read_header(Greedy(data))  # cannot seek: its size is unknown
     plain = read_header(data)
-    assert (greedy.tensors, greedy.metadata, greedy.file_size) == (plain.tensors, plain.metadata, None)
+    assert (greedy.tensors, greedy.metadata, greedy.file_size) == (
+        plain.tensors,
+        plain.metadata,
+        None,
+    )
     assert read_header(Greedy(b"\x02" + bytes(7) + b"{}")).tensors == {}
 
 
