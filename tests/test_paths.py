@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 from test_rules import (
     DTYPE_CASES,
     LAYOUT_CASES,

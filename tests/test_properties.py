@@ -1,6 +1,6 @@
 """Property-based tests: on generated files our verdict and reading equal the reference's.
 
-The reference is the Rust core of the ``safetensors`` package (see conftest.py). Files are
+The reference is the Rust core of the ``safetensors`` package (see helpers.py). Files are
 generated from the rules in format-rules.md (valid files), then broken on purpose (mutations).
 Every test is bounded and derandomized, with no example database, so that a run is
 deterministic and takes a few seconds.
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
+from helpers import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
 from hypothesis import example, given
 from hypothesis import strategies as st
 

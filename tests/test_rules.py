@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_header, reference_kind, tensor
+from helpers import HAVE_REFERENCE, build, reference_header, reference_kind, tensor
 
 from safetensors_header import DTYPE_BITS, HeaderError, parse_header, read_header
 
