@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 import safetensors_header
 from safetensors_header import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_kind, tensor
+from helpers import HAVE_REFERENCE, build, reference_kind, tensor
 
 from safetensors_header import HeaderError
 from safetensors_header._audit import FINDING_CODES, audit_header

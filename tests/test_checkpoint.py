@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 from safetensors_header import HeaderError
 from safetensors_header._checkpoint import read_checkpoint

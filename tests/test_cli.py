@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 from safetensors_header._cli import main
 

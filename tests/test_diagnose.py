@@ -8,7 +8,7 @@ import zipfile
 from io import BytesIO
 
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_kind, tensor
+from helpers import HAVE_REFERENCE, build, reference_kind, tensor
 
 from safetensors_header import HeaderError, read_header
 

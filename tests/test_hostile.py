@@ -12,7 +12,7 @@ import sys
 import tracemalloc
 
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_kind
+from helpers import HAVE_REFERENCE, build, reference_kind
 
 from safetensors_header import HeaderError, read_header
 

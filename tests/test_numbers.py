@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import HAVE_REFERENCE, build, reference_kind
+from helpers import HAVE_REFERENCE, build, reference_kind
 
 from safetensors_header import HeaderError, read_header
 

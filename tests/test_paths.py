@@ -5,26 +5,10 @@ from __future__ import annotations
 import gc
 
 import pytest
-from conftest import build, tensor
-from test_rules import (
-    DTYPE_CASES,
-    LAYOUT_CASES,
-    NUMBER_CASES,
-    STRING_CASES,
-    STRUCTURE_CASES,
-    TOP_LEVEL_CASES,
-)
+from helpers import build, tensor
+from test_rules import RULE_CASES, Rule
 
 from safetensors_header import HeaderError, _parser, parse_header, read_header
-
-ALL_CASES = [
-    *LAYOUT_CASES,
-    *DTYPE_CASES,
-    *TOP_LEVEL_CASES,
-    *NUMBER_CASES,
-    *STRING_CASES,
-    *STRUCTURE_CASES,
-]
 
 
 def outcome(data: bytes) -> object:
@@ -34,11 +18,11 @@ def outcome(data: bytes) -> object:
         return (error.kind, error.tensor, str(error))
 
 
-@pytest.mark.parametrize("rule", ALL_CASES)
+@pytest.mark.parametrize("rule", RULE_CASES)
 def test_every_rule_case_reads_the_same_on_the_exact_path(
-    rule: object, monkeypatch: pytest.MonkeyPatch
+    rule: Rule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = rule.data  # type: ignore[attr-defined]
+    data = rule.data
     both = outcome(data)
     monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
     assert outcome(data) == both

@@ -1,7 +1,7 @@
 """Property-based tests: on generated files our verdict and reading equal the reference's.
 
-The reference is the Rust core of the ``safetensors`` package (see conftest.py). Files are
-generated from the rules in format-rules.md (valid files), then broken on purpose (mutations).
+The reference is the Rust core of the ``safetensors`` package (see helpers.py). Files are
+generated from the rules in docs/format.md (valid files), then broken on purpose (mutations).
 Every test is bounded and derandomized, with no example database, so that a run is
 deterministic and takes a few seconds.
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
+from helpers import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -753,7 +753,7 @@ def has_tied_ranges(data: bytes) -> bool:
     """Whether two tensors (after last-wins) may name the same data_offsets.
 
     The reference then walks them in a random order, so its error kind may vary between runs
-    (format-rules.md section 1); only accept/reject is compared there. Conservative: reads the
+    (docs/format.md §6); only accept/reject is compared there. Conservative: reads the
     header with Python's lenient json; what it cannot read has no ties that matter.
     """
     try:

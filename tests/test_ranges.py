@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 from safetensors_header import DTYPE_BITS, TensorInfo, parse_header
 from safetensors_header._ranges import byte_ranges

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 from safetensors_header import HeaderError, read_header
 from safetensors_header import _remote as remote

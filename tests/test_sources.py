@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import build, tensor
+from helpers import build, tensor
 
 from safetensors_header import HeaderError, parse_header, read_header
 

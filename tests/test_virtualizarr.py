@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import build, reference_header, tensor
+from helpers import build, reference_header, tensor
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import (
+from helpers import (
     HAVE_REFERENCE,
     REFERENCE_WRITER_DTYPES,
     bounded,

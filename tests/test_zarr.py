@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import build, reference_header, tensor
+from helpers import build, reference_header, tensor
 
 from safetensors_header import Header, parse_header, read_header
 from safetensors_header._zarr import to_kerchunk, to_zarr_v3, zarr_node_name

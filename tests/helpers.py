@@ -1,4 +1,8 @@
-"""Shared helpers: build files byte by byte, and ask the reference for its verdict."""
+"""Shared test helpers: build files byte by byte, and ask the reference for its verdict.
+
+Imported as ``from helpers import ...`` (pytest puts tests/ on the path); fixtures and hooks,
+if any, belong in conftest.py.
+"""
 
 from __future__ import annotations
 
