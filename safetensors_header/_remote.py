@@ -4,19 +4,22 @@ With F the first read (``first_read``) and ``8 + N`` the bytes the header occupi
 
 1. ``GET`` with ``Range: bytes=0-(F-1)`` (inclusive: F bytes). A ``206`` must carry a
    ``Content-Range`` that matches the request (first byte, last byte, body length); its total
-   is the file size, which the coverage rule needs. `parse_header` then decides everything:
-   a header, a fault in the file, or how many bytes it ``needed``. The length prefix is judged
-   (limit, file size) before anything more is asked for.
-2. Only when ``8 + N > F``: ``Range: bytes=F-(8+N-1)``, the missing remainder and nothing
-   else, sent straight to the URL the first request was redirected to (with ``If-Range`` when
-   the first reply had a strong ETag, so that a file replaced in between is noticed).
+   is the file size, which the coverage rule needs. `bytes_needed` then says where the header
+   ends, or gives the verdict on the length prefix (limit, file size) before anything more is
+   asked for.
+2. Only when the header ends past F: ``Range: bytes=F-(8+N-1)``, the missing remainder and
+   nothing else, sent straight to the URL the first request was redirected to (with
+   ``If-Range`` when the first reply had a strong ETag, so that a file replaced in between is
+   noticed). (With F under 64 and a bad length prefix, the remainder is the bytes up to 64 that
+   let the error say what the file is.)
 
-A server that ignores Range (``200`` and the whole body) is not downloaded: 8 bytes are read,
-judged, then exactly N more, and the connection is closed; the size is its Content-Length.
+`parse_header` is then called once, on the bytes fetched. A server that ignores Range (``200``
+and the whole body) is not downloaded: the body is read as far as `bytes_needed` asks (8
+bytes, then exactly N more) and the connection is closed; the size is its Content-Length.
 A ``416`` for the first read (an empty file) is answered from its ``Content-Range: bytes */L``.
 
 Each call builds its own opener and keeps its state in locals: calls from many threads share
-nothing mutable. No format rule lives here; the sans-IO core judges every byte.
+nothing mutable. No format rule lives here: `bytes_needed` and `parse_header` judge every byte.
 """
 
 from __future__ import annotations
@@ -25,21 +28,22 @@ import functools
 import random
 import re
 import time
-from collections.abc import Callable, Mapping
-from typing import IO, TYPE_CHECKING, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from ._diagnose import SNIFF_SIZE
-from ._errors import HeaderError, RemoteError
-from ._format import HEADER_LENGTH_SIZE
+from ._errors import RemoteError
+from ._format import HEADER_LENGTH_SIZE, bytes_needed
 from ._parser import parse_header
 
-if TYPE_CHECKING:
-    from ._header import Header
-
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import http.client
     import urllib.request
+    from collections.abc import Callable, Mapping
+    from typing import IO, Final, TypeVar
+
+    from ._header import Header
+
+    _Result = TypeVar("_Result")
 
 # urllib.request, http.client, ssl and email take as long to import as the rest of the package,
 # and most callers never read a URL: they are imported on the first URL read (hence the
@@ -56,7 +60,9 @@ TIMEOUT: Final = 10.0  # seconds for the connection and for each read of the soc
 RETRIES: Final = 2  # retries after the first attempt, so at most 3 attempts per request
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
-_CHUNK: Final = 1 << 20  # http.client allocates read(n) in full before any byte arrives
+# The most bytes asked of one response.read(): http.client allocates read(n) in full
+# before any byte arrives.
+_BODY_READ_SIZE: Final = 1 << 20
 # Sent only to the origin (scheme, host, port) of the URL given: never on to a CDN or mirror.
 _CREDENTIALS: Final = frozenset({"authorization", "cookie"})
 _RANGE_HEADERS: Final = frozenset({"range", "if-range"})  # always ours
@@ -96,7 +102,9 @@ def read_url(
 
     See `read_header` for the options. At most two requests (each retried on its own): one
     when ``8 + N <= first_read``, and one more for exactly the missing ``8 + N - first_read``
-    bytes otherwise, so no more than ``first_read + N`` bytes are asked for.
+    bytes otherwise, so no more than ``first_read + N`` bytes are asked for. `bytes_needed`
+    says how many bytes that is (and judges the length prefix first); `parse_header` is
+    called once, on them.
     """
     if first_read < HEADER_LENGTH_SIZE:
         raise ValueError(
@@ -108,29 +116,23 @@ def read_url(
         raise ValueError(f"retries must be 0 or more, not {retries}")
     client = _Client(url, headers or {}, timeout, retries, max_header_size)
     first = client.get(0, first_read)
-    try:
-        return parse_header(first.data, file_size=first.size, max_header_size=max_header_size)
-    except HeaderError as error:
-        needed = error.needed
-        # A 200 was read as far as the header needs, and a 206 short of first_read bytes was
-        # the whole file: either way there is nothing more to ask for; judge it as it is.
-        if needed is None or first.whole or len(first.data) < first_read:
-            raise
-    rest = client.get(len(first.data), needed, if_range=first.etag)
-    if rest.whole:  # the file changed (If-Range), or Range stopped being honoured: it is all here
-        return parse_header(rest.data, file_size=rest.size, max_header_size=max_header_size)
-    if rest.size != first.size:
-        raise RemoteError(
-            f"the file at {client.shown} changed between two requests: its size was "
-            f"{first.size} and is now {rest.size}",
-            url=client.shown,
-        )
-    return parse_header(
-        first.data + rest.data, file_size=first.size, max_header_size=max_header_size
-    )
-
-
-_T = TypeVar("_T")
+    data, size = first.data, first.size
+    need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
+    # A 200 was read as far as the header needs, and a 206 short of first_read bytes was the
+    # whole file: either way there is nothing more to ask for, and `parse_header` judges it.
+    if need > len(data) and not first.whole and len(data) == first_read:
+        rest = client.get(len(data), need, if_range=first.etag)
+        if rest.whole:  # the file changed (If-Range), or Range stopped being honoured
+            data, size = rest.data, rest.size  # read from 0 as far as its header needs
+        elif rest.size != size:
+            raise RemoteError(
+                f"the file at {client.shown} changed between two requests: its size was "
+                f"{size} and is now {rest.size}",
+                url=client.shown,
+            )
+        else:
+            data += rest.data
+    return parse_header(data, file_size=size, max_header_size=max_header_size)
 
 
 def fetch_document(
@@ -188,9 +190,7 @@ class _Client:
         import urllib.error
         import urllib.request
 
-        headers = dict(self.headers)
-        if _origin(self.url) != self.origin:
-            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+        headers = self._headers_here()
         request = urllib.request.Request(self.url, headers=headers)
         try:
             response: http.client.HTTPResponse = self.opener.open(request, timeout=self.timeout)
@@ -204,7 +204,13 @@ class _Client:
             raise RemoteError(f"{self._where()} is larger than {limit:,} bytes", url=self.shown)
         return data
 
-    def _retried(self, attempt_once: Callable[[], _T]) -> _T:
+    def _headers_here(self) -> dict[str, str]:
+        """The caller's headers for a request to `self.url`: credentials only to the origin."""
+        if _origin(self.url) == self.origin:
+            return dict(self.headers)
+        return {k: v for k, v in self.headers.items() if k.lower() not in _CREDENTIALS}
+
+    def _retried(self, attempt_once: Callable[[], _Result]) -> _Result:
         import http.client
 
         attempts = self.retries + 1
@@ -223,7 +229,7 @@ class _Client:
                 cause = _cause(error)
                 if not _transient(cause):
                     raise RemoteError(
-                        f"could not read {self.shown}: {_describe(cause)}", url=self.shown
+                        f"could not read {self.shown}: {_failure_reason(cause)}", url=self.shown
                     ) from cause
                 failure = cause
         tries = f"{attempts} attempts" if attempts > 1 else "1 attempt, no retries"
@@ -232,16 +238,14 @@ class _Client:
                 f"{failure} ({tries})", url=self.shown, status=failure.status
             ) from None
         raise RemoteError(
-            f"could not read {self.shown}: {_describe(failure)} ({tries})", url=self.shown
+            f"could not read {self.shown}: {_failure_reason(failure)} ({tries})", url=self.shown
         ) from failure
 
     def _attempt(self, start: int, stop: int | None, if_range: str | None) -> _Reply:
         import urllib.error
         import urllib.request
 
-        headers = dict(self.headers)
-        if _origin(self.url) != self.origin:
-            headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+        headers = self._headers_here()
         if stop is not None:
             headers["Range"] = f"bytes={start}-{stop - 1}"  # inclusive: stop - start bytes
             if if_range is not None:
@@ -312,18 +316,20 @@ class _Client:
         return _Reply(data, size, whole=False, etag=etag if strong else None)
 
     def _whole(self, response: http.client.HTTPResponse) -> _Reply:
-        """A 200 (Range ignored): read the length prefix, judge it, read exactly N more, stop."""
+        """A 200 (Range ignored): the body as far as `bytes_needed` asks, then stop.
+
+        That is the 8 bytes of the length prefix, then exactly N more (or, for a bad prefix,
+        the bytes up to 64 that let its error say what the file is, then the error).
+        """
         size = _content_length(response)
-        data = _read(response, HEADER_LENGTH_SIZE, size)
-        if len(data) == HEADER_LENGTH_SIZE:
-            try:
-                parse_header(data, file_size=size, max_header_size=self.limit)
-            except HeaderError as error:  # always: 8 bytes are never a whole header
-                if error.needed is not None:
-                    rest = None if size is None else size - HEADER_LENGTH_SIZE
-                    data += _read(response, error.needed - HEADER_LENGTH_SIZE, rest)
-                else:  # a bad length prefix: a few more bytes let the hint name the format
-                    data += _read(response, SNIFF_SIZE - HEADER_LENGTH_SIZE, None)
+        data = b""
+        need = bytes_needed(data, file_size=size, max_header_size=self.limit)
+        while len(data) < need:
+            # A body shorter than its Content-Length is a broken connection (`_read` says so).
+            data += _read(response, need - len(data), None if size is None else size - len(data))
+            if len(data) < need:
+                break  # the body ended, and had no length: `parse_header` judges it as it is
+            need = bytes_needed(data, file_size=size, max_header_size=self.limit)
         # Returning closes the response (`with` in _attempt): the rest is never downloaded.
         return _Reply(data, size, whole=True)
 
@@ -364,7 +370,7 @@ def _read(response: http.client.HTTPResponse, count: int, available: int | None)
     chunks: list[bytes] = []
     remaining = count
     while remaining > 0:
-        chunk = response.read(min(remaining, _CHUNK))
+        chunk = response.read(min(remaining, _BODY_READ_SIZE))
         if not chunk:
             break
         chunks.append(chunk)
@@ -459,7 +465,7 @@ def _transient(error: BaseException) -> bool:
     return isinstance(error, (http.client.IncompleteRead, http.client.BadStatusLine))
 
 
-def _describe(error: BaseException) -> str:
+def _failure_reason(error: BaseException) -> str:
     reason = getattr(error, "reason", None)
     if isinstance(reason, str):
         return reason

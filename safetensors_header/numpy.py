@@ -12,57 +12,40 @@ need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module import
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any, Final
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._errors import HeaderError
-from ._format import MAX_HEADER_SIZE
+from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo
-from ._sources import Source, read_at_most, read_header
+from ._sources import Source, is_url, read_at_most, read_header
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from numpy.typing import NDArray
 
 __all__ = ["load", "numpy_dtype"]
-
-# Little-endian always, as the file is, whatever the machine (numpy compares "<f4" equal to
-# float32 on a little-endian machine).
-_NUMPY: Final = {
-    "BOOL": "|b1",
-    "U8": "|u1",
-    "I8": "|i1",
-    "I16": "<i2",
-    "U16": "<u2",
-    "F16": "<f2",
-    "I32": "<i4",
-    "U32": "<u4",
-    "F32": "<f4",
-    "C64": "<c8",
-    "F64": "<f8",
-    "I64": "<i8",
-    "U64": "<u8",
-}
-# The types numpy lacks, by their ml_dtypes names (format-rules.md, section 2).
-_ML_DTYPES: Final = {
-    "BF16": "bfloat16",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-}
 
 
 def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
     """The numpy dtype of a safetensors dtype name: little-endian, ml_dtypes' for BF16/F8.
 
+    Little-endian always, as the file is, whatever the machine (``Dtype.numpy``); the types
+    numpy lacks by their ml_dtypes names (``Dtype.ml_dtypes``).
+
     Raises:
         TypeError: ``F4`` or ``F6_*`` (packed several values to a byte, which numpy cannot
             express), or BF16/F8 without ml_dtypes installed, or an unknown name.
     """
-    if dtype in _NUMPY:
-        return np.dtype(_NUMPY[dtype])
-    if dtype in _ML_DTYPES:
+    info = DTYPES.get(dtype)
+    if info is None:
+        raise TypeError(f"unknown safetensors dtype {dtype!r}")
+    if info.numpy is not None:
+        return np.dtype(info.numpy)
+    if info.ml_dtypes is not None:
         try:
             import ml_dtypes  # optional: only BF16 and F8 need it
         except ImportError:
@@ -70,15 +53,14 @@ def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
                 f"dtype {dtype} needs ml_dtypes for numpy: pip install ml-dtypes "
                 "(or pass names= to load the other tensors)"
             ) from None
-        found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[dtype]))
+        found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, info.ml_dtypes))
         return found
-    if dtype in ("F4", "F6_E2M3", "F6_E3M2"):
-        raise TypeError(
-            f"dtype {dtype} packs several values into each byte, which no numpy dtype can "
-            "express; read its bytes with TensorInfo.byte_ranges (or pass names= to load "
-            "the other tensors)"
-        )
-    raise TypeError(f"unknown safetensors dtype {dtype!r}")
+    assert info.packed  # every other dtype has a numpy or an ml_dtypes type (tests check)
+    raise TypeError(
+        f"dtype {dtype} packs several values into each byte, which no numpy dtype can "
+        "express; read its bytes with TensorInfo.byte_ranges (or pass names= to load "
+        "the other tensors)"
+    )
 
 
 def load(
@@ -115,7 +97,7 @@ def load(
             without ml_dtypes: see `numpy_dtype`.
         ValueError: `source` is an ``http(s)://`` URL.
     """
-    if isinstance(source, str) and source.startswith(("http://", "https://")):
+    if isinstance(source, str) and is_url(source):
         raise ValueError(
             "load() reads local files, bytes and file objects, not URLs: use read_header and "
             "TensorInfo.byte_ranges to fetch parts, or to_kerchunk with fsspec"

@@ -14,7 +14,7 @@ from helpers import build, reference_header, tensor
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from safetensors_header import HeaderError, read_header  # noqa: E402
+from safetensors_header import DTYPES, HeaderError, read_header  # noqa: E402
 from safetensors_header.numpy import load, numpy_dtype  # noqa: E402
 
 EXOTIC = build(
@@ -113,7 +113,7 @@ def test_a_path_is_memory_mapped(numeric: Path) -> None:
     arrays = load(numeric)
     header = read_header(numeric)
     for name, array in arrays.items():
-        base = array
+        base: Any = array
         while not isinstance(base, np.memmap):
             base = base.base
             assert base is not None, f"{name} is not a view of a memory map"
@@ -176,12 +176,43 @@ def test_bad_sources() -> None:
     with pytest.raises(HeaderError) as caught:
         load(build({"w": tensor("F32", [2], 0, 8)}, 4))
     assert caught.value.kind == "MetadataIncompleteBuffer"
-    with pytest.raises(ValueError, match="not URLs"):
-        load("https://example.com/model.safetensors")
     # A stream that ends inside the data: its size was unknown, so only reading finds out.
     short = build({"w": tensor("F32", [2], 0, 8)}, 8)[:-3]
     with pytest.raises(HeaderError, match="ended 3 bytes before the end of the data buffer"):
         load(_Stream(short))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/model.safetensors",
+        "http://127.0.0.1:1/model.safetensors",
+        "HTTPS://example.com/model.safetensors",
+        "Http://example.com/model.safetensors",
+    ],
+    ids=["https", "http", "upper-case", "mixed-case"],
+)
+def test_urls_are_refused_as_read_header_detects_them(url: str) -> None:
+    # read_header reads any case of the scheme over HTTP; one not seen as a URL here would be
+    # opened as a local path (FileNotFoundError).
+    with pytest.raises(ValueError, match="not URLs"):
+        load(url)
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_every_dtype_maps_to_its_numpy_type_or_is_refused(name: str) -> None:
+    dtype = DTYPES[name]
+    if dtype.packed:
+        with pytest.raises(TypeError, match="packs several values"):
+            numpy_dtype(name)
+        return
+    if dtype.numpy is None:
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        assert dtype.ml_dtypes is not None
+        assert numpy_dtype(name) == np.dtype(getattr(ml_dtypes, dtype.ml_dtypes))
+    else:
+        assert numpy_dtype(name).str == dtype.numpy  # little-endian on any machine
+    assert numpy_dtype(name).itemsize * 8 == dtype.bits
 
 
 def test_a_file_object_that_ends_early() -> None:

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from helpers import build, tensor
 
-from safetensors_header import HeaderError, read_header
+from safetensors_header import HeaderError, RemoteError, parse_header, read_header
 from safetensors_header import _remote as remote
-from safetensors_header._remote import FIRST_READ, RemoteError
+from safetensors_header._remote import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
 
@@ -333,6 +333,127 @@ def test_416_without_content_range_falls_back_to_a_plain_get(site: Site) -> None
     first, second = site.done(2)
     assert (first.status, second.status) == (416, 200)
     assert second.range is None
+
+
+def test_bad_length_prefix_with_a_tiny_first_read_fetches_the_bytes_for_the_hint(
+    site: Site,
+) -> None:
+    site.files["page.html"] = b"<!DOCTYPE html><html><body>Log in</body></html>" + bytes(4000)
+    with pytest.raises(HeaderError, match="HTML") as info:
+        read_header(site.url("page.html"), first_read=8)
+    assert info.value.kind == "HeaderTooLarge"
+    first, second = site.done(2)
+    assert (first.range, second.range) == ("bytes=0-7", "bytes=8-63")  # 64 bytes in all
+
+
+# --- one parse per read: the size comes from bytes_needed, not from a failed parse ----------
+
+
+@dataclass
+class Counted:
+    """What one read_header(url) did inside the package."""
+
+    parses: int = 0  # calls of parse_header by the remote source
+    built: list[str] = field(default_factory=list)  # the kind of every HeaderError made
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
+    seen = Counted()
+    real_init = HeaderError.__init__
+
+    def counting_parse_header(*args: Any, **kwargs: Any) -> Any:
+        seen.parses += 1
+        return parse_header(*args, **kwargs)
+
+    def init(self: HeaderError, kind: str, message: str, **kwargs: Any) -> None:
+        seen.built.append(kind)
+        real_init(self, kind, message, **kwargs)
+
+    monkeypatch.setattr(remote, "parse_header", counting_parse_header)
+    monkeypatch.setattr(HeaderError, "__init__", init)
+    return seen
+
+
+def _serve(site: Site, case: str) -> tuple[str, int, int]:
+    """Set the site up for `case`: the path to read, its header size N, the requests it takes."""
+    site.files["m"] = with_header_size(3000)
+    if case == "one-request":
+        site.files["m"] = with_header_size(500)
+        return "m", 500, 1
+    if case == "range-ignored":
+        site.mode = "ignore"
+        return "m", 3000, 1
+    if case == "range-ignored-no-length":
+        site.mode, site.send_length = "ignore", False
+        return "m", 3000, 1
+    if case == "unknown-total":
+        site.mode = "star"
+    elif case == "replaced":  # If-Range does not match: the second reply is a 200
+        site.replace_after_first = {"m": with_header_size(2000, data=24)}
+        return "m", 2000, 2
+    elif case == "redirected":
+        return "away/m", 3000, 3
+    return "m", 3000, 2
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "one-request",
+        "remainder",
+        "range-ignored",
+        "range-ignored-no-length",
+        "unknown-total",
+        "replaced",
+        "redirected",
+    ],
+)
+def test_a_read_parses_once_and_never_learns_a_size_from_an_error(
+    site: Site, counted: Counted, case: str
+) -> None:
+    path, n, requests = _serve(site, case)
+    header = read_header(site.url(path), first_read=SMALL_READ)
+    assert header.header_size == n
+    assert counted.parses == 1
+    assert counted.built == []  # no PrefixTooShort (or any error) made and caught on the way
+    assert len(site.done(requests)) == requests
+
+
+HTML = b"<!DOCTYPE html><html>" + bytes(2000)
+# id -> (the file, the site's mode, first_read, the verdict)
+FAILED_READS: dict[str, tuple[bytes, str, int, str]] = {
+    "coverage": (GOOD + b"x", "range", SMALL_READ, "MetadataIncompleteBuffer"),
+    "coverage-after-the-remainder": (
+        with_header_size(3000) + b"x",
+        "range",
+        SMALL_READ,
+        "MetadataIncompleteBuffer",
+    ),
+    "coverage-range-ignored": (
+        with_header_size(3000) + b"x",
+        "ignore",
+        SMALL_READ,
+        "MetadataIncompleteBuffer",
+    ),
+    "html": (HTML, "range", SMALL_READ, "HeaderTooLarge"),
+    "html-tiny-first-read": (HTML, "range", 8, "HeaderTooLarge"),
+    "html-range-ignored": (HTML, "ignore", SMALL_READ, "HeaderTooLarge"),
+    "lying-length": (build("{}", n=50_000), "range", SMALL_READ, "InvalidHeaderLength"),
+    "empty": (b"", "range", SMALL_READ, "HeaderTooSmall"),
+    "tiny-range-ignored": (b"1234", "ignore", SMALL_READ, "HeaderTooSmall"),
+}
+
+
+@pytest.mark.parametrize("case", list(FAILED_READS))
+def test_a_failed_read_makes_one_error_the_verdict(site: Site, counted: Counted, case: str) -> None:
+    content, site.mode, first_read, kind = FAILED_READS[case]
+    site.files["m"] = content
+    with pytest.raises(HeaderError) as info:
+        read_header(site.url("m"), first_read=first_read)
+    assert info.value.kind == kind
+    assert counted.built == [kind]  # the verdict, and no error caught to learn a size
+    assert counted.parses <= 1
 
 
 # --- servers that do not honour Range -------------------------------------------------------
@@ -760,7 +881,7 @@ class BufferReader:
 
 
 def test_reader_returning_another_buffer_type() -> None:
-    assert read_header(BufferReader(GOOD)) == read_header(GOOD)  # type: ignore[arg-type]
+    assert read_header(BufferReader(GOOD)) == read_header(GOOD)
 
 
 def test_obstore_reader() -> None:
