@@ -40,7 +40,7 @@ with atheris.instrument_imports():
 
 # The reference's verdict, as the tests ask for it (tests/conftest.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import HAVE_REFERENCE, reference_kind
+from helpers import HAVE_REFERENCE, reference_kind
 
 _LAYOUT_KINDS = {"InvalidOffset", "ValidationOverflow", "MisalignedSlice", "TensorInvalidInfo"}
 _DTYPES = list(safetensors_header.DTYPE_BITS)
