@@ -95,10 +95,10 @@ class HeaderError(ValueError):
             "needed": self.needed,
             "hint": self.hint,
         }
-        return (_rebuild, (self.kind, self.message, attributes))
+        return (_rebuild_header_error, (self.kind, self.message, attributes))
 
 
-def _rebuild(kind: str, message: str, attributes: dict[str, Any]) -> HeaderError:
+def _rebuild_header_error(kind: str, message: str, attributes: dict[str, Any]) -> HeaderError:
     return HeaderError(kind, message, **attributes)
 
 

@@ -294,7 +294,10 @@ class Header:
         tensors = self.tensors
         if not isinstance(tensors, TensorTable):
             tensors = TensorTable.of(list(tensors.values()), self.data_start)
-        return (_rebuild, (tensors, metadata, self.header_size, self.data_size, self.file_size))
+        return (
+            _rebuild_header,
+            (tensors, metadata, self.header_size, self.data_size, self.file_size),
+        )
 
 
 class _HeaderBuilder:
@@ -322,7 +325,7 @@ class _HeaderBuilder:
 make_header: Callable[..., Header] = _HeaderBuilder  # type: ignore[assignment]
 
 
-def _rebuild(
+def _rebuild_header(
     tensors: TensorTable,
     metadata: dict[str, str] | None,
     header_size: int,

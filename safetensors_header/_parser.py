@@ -67,7 +67,7 @@ _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested
 _CANONICAL_DTYPE: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
 _bits_of = DTYPE_BITS.__getitem__
 _SUB_BYTE_DTYPES: Final = frozenset(name for name, bits in DTYPE_BITS.items() if bits % 8)
-_bytes_of = {name: bits // 8 for name, bits in DTYPE_BITS.items()}.__getitem__
+_bytes_per_element = {name: bits // 8 for name, bits in DTYPE_BITS.items()}.__getitem__
 
 # Columns: names, dtypes, shapes, begins, ends, metadata; one row per tensor after "last wins".
 _Shape = tuple[int, ...]
@@ -993,7 +993,7 @@ def _sizes_match(
     counts = list(map(count_of.__getitem__, shapes))
     spans = list(map(sub, ends, begins))
     if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
-        return list(map(mul, counts, map(_bytes_of, dtypes))) == spans
+        return list(map(mul, counts, map(_bytes_per_element, dtypes))) == spans
     return list(map(mul, counts, map(_bits_of, dtypes))) == list(map(mul, spans, repeat(8)))
 
 

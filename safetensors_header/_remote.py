@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ._errors import RemoteError
 from ._format import HEADER_LENGTH_SIZE, bytes_needed
 from ._parser import parse_header
+from ._sources import FIRST_READ, RETRIES, TIMEOUT  # re-exported for the other URL readers
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -50,14 +51,6 @@ if TYPE_CHECKING:
 # `noqa: PLC0415` on the imports inside functions below).
 
 __all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "fetch_document", "read_url", "redact"]
-
-#: Bytes asked for by the first request. 97 % of the top-1000 models on the Hugging Face Hub
-#: have N < 100 KB (82 % < 25 KB); 128 KiB covers every header up to N = 131,064 bytes in one
-#: round trip, and the bytes past the header cost less than the round trip a second request
-#: would (128 KiB is ~10 ms at 100 Mbit/s; a round trip to a CDN is 20-200 ms).
-FIRST_READ: Final = 128 * 1024
-TIMEOUT: Final = 10.0  # seconds for the connection and for each read of the socket (urllib's)
-RETRIES: Final = 2  # retries after the first attempt, so at most 3 attempts per request
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
 # The most bytes asked of one response.read(): http.client allocates read(n) in full

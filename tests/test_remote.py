@@ -26,7 +26,7 @@ from helpers import build, tensor
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header
 from safetensors_header import _remote as remote
-from safetensors_header._remote import FIRST_READ
+from safetensors_header._sources import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
 
