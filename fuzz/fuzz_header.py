@@ -11,7 +11,7 @@ Every input is a whole file. For each one the harness checks:
 * the fast JSON path and the exact one agree (same `Header`, or both step aside);
 * where the `safetensors` package is installed, the verdict (accept, or the error kind) is
   the reference's. Two non-empty tensors on one byte range make the reference's choice of
-  kind depend on its hash-map order (format-rules.md section 1): the reference is then
+  kind depend on its hash-map order (docs/format.md §6): the reference is then
   asked again, and any of its answers is accepted.
 
 Mutations are structure-aware half of the time (see `mutate`): JSON-level edits of the
@@ -79,7 +79,7 @@ def test_one_input(data: bytes) -> None:
 
 
 def check_paths_agree(data: bytes) -> None:
-    """The fast path, where it answers, says what the exact path says."""
+    """The canonical and json readers, where they answer, say what the exact reader says."""
     if len(data) < 8:
         return
     size = int.from_bytes(data[:8], "little")
@@ -89,14 +89,24 @@ def check_paths_agree(data: bytes) -> None:
         text = data[8 : 8 + size].decode()
     except UnicodeDecodeError:
         return
-    fast = _parser._fast_columns(text)
-    if fast is None:
+    canonical = _parser._canonical_columns(text)
+    try:
+        _parser._check_depth(text)
+        fast = _parser._fast_columns(text)
+    except HeaderError:
+        fast = None
+    if canonical is None and fast is None:
         return
     try:
-        exact = _parser._layout(_parser._exact_columns(text))
+        exact = _parser._validate_layout(_parser._exact_columns(text))
     except HeaderError as error:  # pragma: no cover - a finding
-        raise AssertionError(f"fast path accepted what the exact path rejects: {error}") from None
-    assert fast == exact, (data, fast, exact)
+        raise AssertionError(f"a fast reader accepted what the exact one rejects: {error}") from None
+    if canonical is not None:
+        columns, rows = canonical
+        assert columns == exact, (data, columns, exact)
+        assert rows is None or rows == {name: row for row, name in enumerate(columns[0])}, data
+    if fast is not None:
+        assert fast == exact, (data, fast, exact)
 
 
 # --- structure-aware mutations --------------------------------------------------------
@@ -135,6 +145,11 @@ def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         top = json.loads(body)
     except (ValueError, RecursionError):
         top = None
+    if choice == 3:  # one character of JSON's alphabet inserted or replaced anywhere
+        text = body.decode("utf-8", "replace")
+        at = rng.randrange(len(text) + 1)
+        char = rng.choice(' \t\n\r,:[]{}"0123456789-.enul\\\x00\x1f')
+        return frame((text[:at] + char + text[at + rng.randrange(2) :]).encode(), rest)
     if choice == 2 or not isinstance(top, dict):  # a token spliced into the text
         text = body.decode("utf-8", "replace")
         at = rng.randrange(len(text) + 1)
@@ -175,8 +190,17 @@ def mutate_object(top: dict[str, Any], rng: random.Random) -> str:
         top[other + rng.choice(["", "2"])] = json.loads(json.dumps(top[other]))
     elif action == 7 and names:
         del top[name]
+    if rng.random() < 0.3:  # the fields of every entry in another order
+        fields = ["dtype", "shape", "data_offsets"]
+        rng.shuffle(fields)
+        for key, value in top.items():
+            if key != "__metadata__" and isinstance(value, dict):
+                top[key] = {f: value[f] for f in fields if f in value} | value
     text = json.dumps(
-        top, separators=rng.choice([(",", ":"), (", ", ": ")]), ensure_ascii=rng.random() < 0.3
+        top,
+        separators=rng.choice([(",", ":"), (", ", ": "), (",\n", ":\t")]),
+        ensure_ascii=rng.random() < 0.3,
+        indent=rng.choice([None, None, None, 1, "\t"]),
     )
     if action == 8 and names:  # a duplicate key, as text
         key = json.dumps(rng.choice([*names, "__metadata__"]))

@@ -361,14 +361,16 @@ def _canonical_metadata(parts: list[str]) -> tuple[dict[str, str] | None, int]:
 
 def _field_order(parts: list[str], first: int) -> tuple[str, ...] | None:
     """The order of the first entry's fields, when it is a permutation of the three."""
-    order = []
+    order: list[str] = []
     at = first + 2
-    for _ in TENSOR_FIELDS:  # there are 10 parts from `first` on: `at` stays inside
+    for _ in TENSOR_FIELDS:
+        # Distinct fields so far keep `at` within the entry's 10 parts (at most first + 8).
         field = parts[at]
+        if field not in TENSOR_FIELDS or field in order:
+            return None
         order.append(field)
         at += 4 if field == "dtype" else 2
-    found = tuple(order)
-    return found if found in _ORDERS else None
+    return tuple(order)
 
 
 def _canonical_shapes(

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import build, reference_kind, tensor
+from helpers import build, reference_kind, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -175,6 +175,11 @@ E = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]}'
             id="mixed-field-orders",
         ),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,2]}}', id="wrong-size"),
+        pytest.param(  # found by the fuzzer: the first entry's field order ran past its end
+            '{"a":{"dtype":"U8","dtype":[1,2,3,4,5,6,7,8,9,0,1],"data_offsets":[0,0]}}',
+            id="dtype-twice-in-the-only-entry",
+        ),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"shape":[1]}}', id="shape-twice"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', id="gap"),
     ],
 )
