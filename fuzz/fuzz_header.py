@@ -91,7 +91,7 @@ def check_paths_agree(data: bytes) -> None:
         return
     canonical = _parser._canonical_columns(text)
     try:
-        _parser._check_depth(text)
+        _parser._reject_deep_nesting(text)
         fast = _parser._fast_columns(text)
     except HeaderError:
         fast = None
@@ -100,7 +100,9 @@ def check_paths_agree(data: bytes) -> None:
     try:
         exact = _parser._validate_layout(_parser._exact_columns(text))
     except HeaderError as error:  # pragma: no cover - a finding
-        raise AssertionError(f"a fast reader accepted what the exact one rejects: {error}") from None
+        raise AssertionError(
+            f"a fast reader accepted what the exact one rejects: {error}"
+        ) from None
     if canonical is not None:
         columns, rows = canonical
         assert columns == exact, (data, columns, exact)

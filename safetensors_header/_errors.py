@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 __all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError", "RemoteError"]
 
 # The reference's `SafeTensorError` variants that reading a header can produce, in the order in
-# which its checks run (format-rules.md section 1).
+# which its checks run (docs/format.md §1.2).
 REFERENCE_KINDS: Final = (
     "HeaderTooSmall",
     "HeaderTooLarge",

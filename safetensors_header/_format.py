@@ -1,6 +1,7 @@
 """The format in one place: its layout constants, its dtypes, and where a header ends.
 
-Every other module takes the format's facts from here (docs/format.md says them in words).
+Every other module takes the format's facts from here; docs/format.md states them in words,
+and the comments here cite its sections (§1.4 is docs/format.md §1.4).
 `bytes_needed` is the first step of reading any source, sans-IO in the way of h11's "need
 data": given the first bytes of a file it says how many bytes from offset 0 the header
 occupies, or that more bytes are needed to tell, or raises the verdict the length prefix
@@ -29,14 +30,17 @@ __all__ = [
     "U64_MAX",
     "Dtype",
     "bytes_needed",
+    "header_past_the_end",
+    "header_too_large",
+    "header_too_small",
     "length_fault",
 ]
 
 HEADER_LENGTH_SIZE: Final = 8  # the little-endian u64 N that opens every file (§1.1)
-MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.2)
+MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.4)
 U64_MAX: Final = 2**64 - 1  # offsets, dimensions and sizes are u64 (usize) in the reference
-METADATA_KEY: Final = "__metadata__"  # the top-level key of the metadata map (§4.1)
-TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")  # a tensor entry's fields (§4.2)
+METADATA_KEY: Final = "__metadata__"  # the top-level key of the metadata map (§4.2)
+TENSOR_FIELDS: Final = ("dtype", "shape", "data_offsets")  # a tensor entry's fields (§4.5)
 
 
 class Dtype:
@@ -112,7 +116,7 @@ _ZARR_V2: Final = {
 }
 
 #: Every dtype the reference accepts, by name, in its enum order (``BOOL`` first, ``U64``
-#: last), which is also the order its writer sorts by (§2).
+#: last), which is also the order its writer sorts by (§2.1, §7.1).
 DTYPES: Final[Mapping[str, Dtype]] = MappingProxyType(
     {
         dtype.name: dtype
@@ -165,7 +169,7 @@ def bytes_needed(
     Args:
         prefix: The file's first bytes, as many as are at hand (none at all is fine).
         file_size: The size of the whole file, or ``None`` when it is not known (a stream).
-        max_header_size: The largest header length N accepted (§1.2).
+        max_header_size: The largest header length N accepted (§1.4).
 
     Returns:
         ``8 + N``, the end of the header, once `prefix` holds a sound 8-byte length prefix:
@@ -202,38 +206,60 @@ def bytes_needed(
 def length_fault(
     prefix: bytes | bytearray | memoryview, file_size: int | None, max_header_size: int
 ) -> HeaderError | None:
-    """The reference's first three checks (§1.2), on the first bytes of a file.
+    """The reference's first three checks, in its order (§1.2), on the first bytes of a file.
 
     `prefix` must hold the first 8 bytes, or be the whole file; with ``file_size=None`` it is
     taken to be the whole file. Returns the error to raise (its hint from the first 64
     bytes, if `prefix` has them), or ``None`` when the length prefix is sound.
     """
     size = len(prefix) if file_size is None else file_size
-    if size < HEADER_LENGTH_SIZE:
-        return _fault(
-            "HeaderTooSmall",
-            f"expected at least 8 bytes (the header length), found a file of {size} bytes",
-            prefix if len(prefix) >= size else None,  # only the whole file tells what it is
-        )
+    return (
+        header_too_small(prefix, size)
+        or header_too_large(prefix, max_header_size)
+        or header_past_the_end(prefix, size)
+    )
+
+
+def header_too_small(prefix: bytes | bytearray | memoryview, size: int) -> HeaderError | None:
+    """§1.3: a file of fewer than 8 bytes has no length prefix."""
+    if size >= HEADER_LENGTH_SIZE:
+        return None
+    return _fault(
+        "HeaderTooSmall",
+        f"expected at least 8 bytes (the header length), found a file of {size} bytes",
+        prefix if len(prefix) >= size else None,  # only the whole file tells what it is
+    )
+
+
+def header_too_large(
+    prefix: bytes | bytearray | memoryview, max_header_size: int
+) -> HeaderError | None:
+    """§1.4: N above the limit, checked before the file's size."""
     header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
-    if header_size > max_header_size:
-        return _fault(
-            "HeaderTooLarge",
-            f"the header length is {header_size:,} bytes, above the limit of "
-            f"{max_header_size:,} (max_header_size); the file starts with "
-            f"{bytes(prefix[:HEADER_LENGTH_SIZE])!r}",
-            prefix,
-        )
+    if header_size <= max_header_size:
+        return None
+    return _fault(
+        "HeaderTooLarge",
+        f"the header length is {header_size:,} bytes, above the limit of "
+        f"{max_header_size:,} (max_header_size); the file starts with "
+        f"{bytes(prefix[:HEADER_LENGTH_SIZE])!r}",
+        prefix,
+    )
+
+
+def header_past_the_end(prefix: bytes | bytearray | memoryview, size: int) -> HeaderError | None:
+    """§1.5: the header, 8 + N bytes, must end within the file."""
+    header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
     stop = HEADER_LENGTH_SIZE + header_size
-    if stop > size:
-        return _fault(
-            "InvalidHeaderLength",
-            f"the header length is {header_size:,} bytes, so the header ends at byte "
-            f"{stop:,}, but the file is {size:,} bytes",
-            prefix,
-            missing=stop - size,
-        )
-    return None
+    if stop <= size:
+        return None
+    return _fault(
+        "InvalidHeaderLength",
+        f"the header length is {header_size:,} bytes, so the header ends at byte {stop:,}, "
+        f"but the file is {size:,} bytes",
+        prefix,
+        missing=stop - size,
+    )
 
 
 def _fault(

@@ -4,7 +4,7 @@ Every rule is the reference's (the Rust core of the ``safetensors`` package, ``r
 and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
 verdict and the error kind on any input are the reference's; docs/format.md states them rule by
 rule. (One exception: where two tensors share one offset, the reference's own kind varies
-from run to run with its hash-map order, docs/format.md §5.6; ours is always one it gives.)
+from run to run with its hash-map order, docs/format.md §6; ours is always one it gives.)
 
 Three readers of the JSON give the same result, tried in this order:
 
@@ -21,7 +21,7 @@ Three readers of the JSON give the same result, tried in this order:
   and serde's rules one by one. It decides every file the others step aside for (each
   returns ``None`` when it cannot be sure), and writes the error messages.
 
-Before either json-based reader runs, the nesting depth is measured without recursion (§3.5),
+Before either json-based reader runs, the nesting depth is measured without recursion (§3.11),
 so that ``json``'s recursive C scanner never meets more than 127 levels: a thread with a small
 stack cannot crash, and a caller deep in its own stack gets the verdict from a fresh thread.
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JsonObject", "decode_pairs", "parse_header"]
 
-_I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.2)
+_I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.7)
 _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
 
 _CANONICAL_DTYPE: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
@@ -121,7 +121,7 @@ def parse_header(
             header_size, text = _split(view, file_size, max_header_size)
     found = _canonical_columns(text)
     if found is None:
-        return _build(_json_columns(text), None, header_size, file_size)
+        return _build(_json_or_exact_columns(text), None, header_size, file_size)
     return _build(*found, header_size, file_size)
 
 
@@ -129,11 +129,7 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
     """The reference's checks 1-4 (§1.2): the length prefix, its limit, the file size, UTF-8."""
     have = len(view)
     if have < HEADER_LENGTH_SIZE and (file_size is not None and file_size >= HEADER_LENGTH_SIZE):
-        _fail(
-            "PrefixTooShort",
-            f"need the first 8 bytes of the file to read the header length, got {have}",
-            needed=HEADER_LENGTH_SIZE,
-        )
+        _prefix_too_short(have, HEADER_LENGTH_SIZE)
     fault = length_fault(view, file_size, limit)
     if fault is not None:
         # Judged as a whole file: say how many bytes would have done (a partial download).
@@ -145,13 +141,23 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
     header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
     stop = HEADER_LENGTH_SIZE + header_size
     if stop > have:
-        _fail(
-            "PrefixTooShort",
-            f"the header ends at byte {stop:,} but only {have:,} bytes were given",
-            needed=stop,
-        )
+        _prefix_too_short(have, stop)
+    return header_size, _decode_utf8(view, stop)
+
+
+def _prefix_too_short(have: int, needed: int) -> NoReturn:
+    """§1.8: the bytes given end before the header, though the file is long enough."""
+    if needed == HEADER_LENGTH_SIZE:
+        message = f"need the first 8 bytes of the file to read the header length, got {have}"
+    else:
+        message = f"the header ends at byte {needed:,} but only {have:,} bytes were given"
+    _fail("PrefixTooShort", message, needed=needed)
+
+
+def _decode_utf8(view: memoryview, stop: int) -> str:
+    """§1.7, §3.1: the header is strict UTF-8 (never guessed UTF-16 or UTF-32)."""
     try:
-        text = str(view[HEADER_LENGTH_SIZE:stop], "utf-8")
+        return str(view[HEADER_LENGTH_SIZE:stop], "utf-8")
     except UnicodeDecodeError as error:
         from ._diagnose import SNIFF_SIZE, sniff
 
@@ -162,7 +168,6 @@ def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, st
             offset=HEADER_LENGTH_SIZE + error.start,
             hint=sniff(bytes(view[:SNIFF_SIZE])),
         )
-    return header_size, text
 
 
 # --- the canonical reader -------------------------------------------------------------------
@@ -428,7 +433,7 @@ def _has_control_character(strings: str) -> bool:
 def _in_order(columns: _Columns, distinct: Collection[_Shape]) -> _Columns | None:
     """The columns in the reference's order, if its walk passes them all; else None."""
     if not _chained(columns[3], columns[4]):
-        columns = _sorted(columns)
+        columns = _sort_by_offsets(columns)
         if not _chained(columns[3], columns[4]):
             return None
     # Chained with every size matching means every end >= begin: the rows are in the
@@ -439,9 +444,9 @@ def _in_order(columns: _Columns, distinct: Collection[_Shape]) -> _Columns | Non
 # --- the json and exact readers ---------------------------------------------------------------
 
 
-def _json_columns(text: str) -> _Columns:
+def _json_or_exact_columns(text: str) -> _Columns:
     """The json reader, else the exact one; the depth limit first, without recursion."""
-    _check_depth(text)
+    _reject_deep_nesting(text)
     try:
         columns = _fast_columns(text)
         if columns is None:
@@ -449,7 +454,7 @@ def _json_columns(text: str) -> _Columns:
     except RecursionError:
         # Not the input's fault (it is at most 127 levels deep): the caller's stack is. A
         # fresh thread has a fresh recursion count.
-        return _in_fresh_thread(_json_columns, text)
+        return _in_fresh_thread(_json_or_exact_columns, text)
     return columns
 
 
@@ -458,8 +463,8 @@ _NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _check_depth(text: str) -> None:
-    """serde_json's nesting limit (§3.5), found by counting brackets outside strings.
+def _reject_deep_nesting(text: str) -> None:
+    """§3.11: serde_json's nesting limit, found by counting brackets outside strings.
 
     For a valid document this is its depth; for an invalid one any verdict here is the one
     the JSON readers would give (InvalidHeaderDeserialization).
@@ -578,7 +583,7 @@ def _fast_columns(text: str) -> _Columns | None:
         return None
     columns: _Columns = (names, dtypes, shapes, begins, ends, metadata)
     if not _chained(begins, ends):
-        columns = _sorted(columns)
+        columns = _sort_by_offsets(columns)
         if not _chained(columns[3], columns[4]):
             return None
     # Chained with every size matching means every end >= begin: the rows are in the
@@ -650,6 +655,7 @@ def decode_pairs(text: str, start: int = 0) -> tuple[Any, int]:
 
 
 def _parse_int(token: str) -> int | float:
+    """§3.7: a JSON integer as serde_json reads it (an int, or a float beyond i64/u64)."""
     # serde_json: "-0" is a float; integers outside i64/u64 are floats, or out of range.
     if token == "-0":
         return -0.0
@@ -716,6 +722,7 @@ def _f64_out_of_range(token: str) -> bool:
 
 
 def _parse_constant(token: str) -> NoReturn:
+    """§3.5: NaN and Infinity are not JSON numbers."""
     raise _Reject(f"{token} is not valid JSON")
 
 
@@ -728,7 +735,12 @@ _DECODER: Final = json.JSONDecoder(
 
 
 def _exact_columns(text: str) -> _Columns:
-    """serde_json's and serde's reading of the header, rule by rule (format-rules.md 3)."""
+    """serde_json's and serde's reading of the header, rule by rule (§3, §4).
+
+    The lexical rules json's own scanner shares with serde_json (§3.2-§3.4, §3.8, §3.9, and
+    keys compared after unescaping, §4.13) are its, in strict mode; the others are the
+    hooks below.
+    """
     try:
         top = _DECODER.decode(text)
     except _Reject as error:
@@ -740,7 +752,17 @@ def _exact_columns(text: str) -> _Columns:
             offset=offset,
         )
     if "\\u" in text:  # only an escape can make a surrogate
-        _check_strings(top)
+        _reject_lone_surrogates(top)
+    metadata, tensors = _read_top_level(top)
+    names = list(tensors)
+    if not names:
+        return [], [], [], [], [], metadata
+    dtypes, shapes, begins, ends = map(list, zip(*tensors.values(), strict=True))
+    return names, dtypes, _interned(shapes)[0], begins, ends, metadata
+
+
+def _read_top_level(top: object) -> tuple[dict[str, str] | None, dict[str, _Entry]]:
+    """§4.1-§4.2, §4.4, §4.11: an object; `__metadata__` once; a repeated name, the last."""
     if type(top) is not JsonObject:
         _bad_json(f"expected a JSON object at the top level, found {_describe_value(top)}")
     metadata: dict[str, str] | None = None
@@ -751,19 +773,15 @@ def _exact_columns(text: str) -> _Columns:
             if seen_metadata:
                 _bad_json('duplicate key "__metadata__"')
             seen_metadata = True
-            metadata = _metadata(value)
+            metadata = _read_metadata(value)
         else:
             # A repeated tensor name: the last one wins, but every copy must be well-formed.
-            tensors[key] = _tensor_entry(key, value)
-    names = list(tensors)
-    if not names:
-        return [], [], [], [], [], metadata
-    dtypes, shapes, begins, ends = map(list, zip(*tensors.values(), strict=True))
-    return names, dtypes, _interned(shapes)[0], begins, ends, metadata
+            tensors[key] = _read_tensor_entry(key, value)
+    return metadata, tensors
 
 
-def _check_strings(top: object) -> None:
-    """No lone surrogate in any string, keys included (§3.3); json.loads lets them through."""
+def _reject_lone_surrogates(top: object) -> None:
+    """§3.10: no lone surrogate in any string, keys included; json.loads lets them through."""
     stack = [top]
     while stack:
         node = stack.pop()
@@ -782,7 +800,8 @@ def _check_string(value: str) -> None:
         _bad_json(f"lone surrogate escape in the string {value[:40]!r}")
 
 
-def _metadata(value: object) -> dict[str, str] | None:
+def _read_metadata(value: object) -> dict[str, str] | None:
+    """§4.3: null, or an object of strings (a repeated key: the last value)."""
     if value is None:
         return None
     if type(value) is not JsonObject:
@@ -793,7 +812,8 @@ def _metadata(value: object) -> dict[str, str] | None:
     return dict(value)
 
 
-def _tensor_entry(name: str, value: object) -> _Entry:
+def _read_tensor_entry(name: str, value: object) -> _Entry:
+    """§4.5-§4.7, §4.12: an object of the three fields (once each), or an array of three."""
     if type(value) is JsonObject:
         fields: dict[str, object] = {}
         for key, item in value:
@@ -820,17 +840,18 @@ def _tensor_entry(name: str, value: object) -> _Entry:
             f"found {_describe_value(value)}",
             tensor=name,
         )
-    dims = _u64_array(name, "shape", shape)
-    span = _u64_array(name, "data_offsets", offsets)
+    dims = _read_u64_array(name, "shape", shape)
+    span = _read_u64_array(name, "data_offsets", offsets)
     if len(span) != 2:
         _bad_json(
             f"tensor {name!r}: data_offsets must be [begin, end], found {len(span)} numbers",
             tensor=name,
         )
-    return _dtype(name, dtype), dims, span[0], span[1]
+    return _read_dtype(name, dtype), dims, span[0], span[1]
 
 
-def _dtype(name: str, value: object) -> str:
+def _read_dtype(name: str, value: object) -> str:
+    """§2.2, §4.8: one of the 22 names, or the map form ``{"F32": null}``."""
     if type(value) is JsonObject and len(value) == 1 and value[0][1] is None:
         value = value[0][0]  # serde's map form of a unit variant: {"F32": null}
     if type(value) is not str:
@@ -845,7 +866,8 @@ def _dtype(name: str, value: object) -> str:
     return _CANONICAL_DTYPE[value]
 
 
-def _u64_array(name: str, field: str, value: object) -> list[int]:
+def _read_u64_array(name: str, field: str, value: object) -> list[int]:
+    """§3.7, §4.9-§4.10: an array of integers in 0..2^64-1."""
     if type(value) is not list:
         _bad_json(
             f"tensor {name!r}: {field} must be an array of integers, "
@@ -895,15 +917,16 @@ def _validate_layout(columns: _Columns) -> _Columns:
         return columns
     chained = _chained(begins, ends)
     if not (chained and all(map(le, begins, ends))):
-        columns = _sorted(columns)  # the usual file is in order already
+        columns = _sort_by_offsets(columns)  # the usual file is in order already
         chained = _chained(columns[3], columns[4])
     if not (chained and _sizes_hold(columns, dict.fromkeys(shapes))):
         _walk(*columns[:5])
     return columns
 
 
-def _sorted(columns: _Columns) -> _Columns:
-    """The rows sorted by (begin, end), as the reference sorts; header order kept for ties."""
+def _sort_by_offsets(columns: _Columns) -> _Columns:
+    """§5.1, §6.3: the rows sorted by (begin, end); ties in header order (the reference's
+    order for ties varies from run to run)."""
     names, dtypes, shapes, begins, ends, metadata = columns
     rows = range(len(names))
     if len(set(begins)) == len(begins):
@@ -937,25 +960,37 @@ def _sizes_hold(columns: _Columns, distinct: Collection[_Shape]) -> bool:
 def _build(
     columns: _Columns, rows: dict[str, int] | None, header_size: int, file_size: int | None
 ) -> Header:
-    """The file-size check (§5.5), then the Header (the columns are valid, in offset order)."""
+    """The Header, once the file size is checked (the columns are valid, in offset order)."""
     names, dtypes, shapes, begins, ends, metadata = columns
     data_start = HEADER_LENGTH_SIZE + header_size
     data_end = ends[-1] if ends else 0
-    if file_size is not None and data_start + data_end != file_size:
-        from ._diagnose import truncation_hint
-
-        short = data_start + data_end - file_size
-        _fail(
-            "MetadataIncompleteBuffer",
-            _coverage_message(data_start, data_end, file_size),
-            hint=truncation_hint(short) if short > 0 else None,
-        )
+    if file_size is not None:
+        _check_coverage(data_start, data_end, file_size)
     return make_header(
         TensorTable(names, dtypes, shapes, begins, ends, data_start, rows),
         None if metadata is None else MappingProxyType(metadata),
         header_size,
         data_end,
         file_size,
+    )
+
+
+def _check_coverage(data_start: int, data_end: int, file_size: int) -> None:
+    """§5.9: the tensors cover the data buffer exactly, to the end of the file."""
+    covered = data_start + data_end
+    if covered == file_size:
+        return
+    from ._diagnose import truncation_hint
+
+    if covered < file_size:
+        found = f"{file_size - covered:,} bytes after the last tensor"
+    else:
+        found = f"the file ends {covered - file_size:,} bytes short (truncated?)"
+    _fail(
+        "MetadataIncompleteBuffer",
+        f"the tensors cover the data buffer up to file offset {covered:,}, "
+        f"but the file is {file_size:,} bytes: {found}",
+        hint=truncation_hint(covered - file_size) if covered > file_size else None,
     )
 
 
@@ -1019,73 +1054,92 @@ def _walk(
     begins: list[int],
     ends: list[int],
 ) -> None:
-    """The reference's validation walk over tensors sorted by offsets; the first fault wins."""
+    """The reference's walk over the tensors sorted by offsets (§5.4): per tensor, its
+    offsets, element count, size in bits, whole bytes and span, in that order; the first
+    fault wins."""
     cursor = 0
     for name, dtype, shape, begin, end in zip(names, dtypes, shapes, begins, ends, strict=True):
-        if begin != cursor or end < begin:
-            if end < begin:
-                found = f"its end {end:,} is before its begin {begin:,}"
-            elif begin > cursor:
-                found = f"a gap of {begin - cursor:,} bytes before it"
-            else:
-                found = f"it overlaps the previous tensor by {cursor - begin:,} bytes"
-            _fail(
-                "InvalidOffset",
-                f"tensor {name!r}: data_offsets [{begin}, {end}] should begin at {cursor:,}, "
-                f"where the previous tensor ends; found {found}",
-                tensor=name,
-            )
+        _check_offsets(name, begin, end, cursor)
         cursor = end
-        count = 1
-        for count in _running_products(shape):
-            if count > U64_MAX:
-                _fail(
-                    "ValidationOverflow",
-                    f"tensor {name!r}: the element count of shape {_shown_shape(shape)} "
-                    "overflows 64 bits",
-                    tensor=name,
-                )
-        bits = count * DTYPE_BITS[dtype]
-        if bits > U64_MAX:
+        count = _check_element_count(name, shape)
+        bits = _check_size_in_bits(name, dtype, shape, count)
+        _check_whole_bytes(name, dtype, shape, bits)
+        _check_span(name, dtype, shape, bits // 8, begin, end)
+
+
+def _check_offsets(name: str, begin: int, end: int, cursor: int) -> None:
+    """§5.2-§5.3: a tensor begins where the previous one ends (a zero-length one too)."""
+    if begin == cursor and end >= begin:
+        return
+    if end < begin:
+        found = f"its end {end:,} is before its begin {begin:,}"
+    elif begin > cursor:
+        found = f"a gap of {begin - cursor:,} bytes before it"
+    else:
+        found = f"it overlaps the previous tensor by {cursor - begin:,} bytes"
+    _fail(
+        "InvalidOffset",
+        f"tensor {name!r}: data_offsets [{begin}, {end}] should begin at {cursor:,}, "
+        f"where the previous tensor ends; found {found}",
+        tensor=name,
+    )
+
+
+def _check_element_count(name: str, shape: _Shape) -> int:
+    """§5.5: the shape multiplied left to right in 64 bits; the count."""
+    count = 1
+    for count in _running_products(shape):
+        if count > U64_MAX:
             _fail(
                 "ValidationOverflow",
-                f"tensor {name!r}: the size in bits of {dtype} x {_shown_shape(shape)} "
+                f"tensor {name!r}: the element count of shape {_shown_shape(shape)} "
                 "overflows 64 bits",
                 tensor=name,
             )
-        if bits % 8:
-            _fail(
-                "MisalignedSlice",
-                f"tensor {name!r}: {dtype} x {_shown_shape(shape)} is {bits:,} bits, "
-                "not a whole number of bytes",
-                tensor=name,
-            )
-        if end - begin != bits // 8:
-            _fail(
-                "TensorInvalidInfo",
-                f"tensor {name!r}: dtype {dtype} and shape {_shown_shape(shape)} need "
-                f"{bits // 8:,} bytes, but data_offsets [{begin}, {end}] span "
-                f"{end - begin:,} bytes",
-                tensor=name,
-            )
+    return count
+
+
+def _check_size_in_bits(name: str, dtype: str, shape: _Shape, count: int) -> int:
+    """§5.6: the element count times the dtype's bits, in 64 bits; the size in bits."""
+    bits = count * DTYPE_BITS[dtype]
+    if bits > U64_MAX:
+        _fail(
+            "ValidationOverflow",
+            f"tensor {name!r}: the size in bits of {dtype} x {_shown_shape(shape)} "
+            "overflows 64 bits",
+            tensor=name,
+        )
+    return bits
+
+
+def _check_whole_bytes(name: str, dtype: str, shape: _Shape, bits: int) -> None:
+    """§5.7: a size in bits that is not whole bytes (only sub-byte dtypes) is misaligned."""
+    if bits % 8:
+        _fail(
+            "MisalignedSlice",
+            f"tensor {name!r}: {dtype} x {_shown_shape(shape)} is {bits:,} bits, "
+            "not a whole number of bytes",
+            tensor=name,
+        )
+
+
+def _check_span(  # noqa: PLR0917 - the tensor's facts
+    name: str, dtype: str, shape: _Shape, size: int, begin: int, end: int
+) -> None:
+    """§2.3, §5.8: the span of data_offsets is the tensor's size in bytes."""
+    if end - begin != size:
+        _fail(
+            "TensorInvalidInfo",
+            f"tensor {name!r}: dtype {dtype} and shape {_shown_shape(shape)} need "
+            f"{size:,} bytes, but data_offsets [{begin}, {end}] span {end - begin:,} bytes",
+            tensor=name,
+        )
 
 
 def _shown_shape(shape: Sequence[int]) -> str:
     if len(shape) > 8:
         return f"[{', '.join(map(str, shape[:8]))}, ... ({len(shape)} dims)]"
     return f"[{', '.join(map(str, shape))}]"
-
-
-def _coverage_message(data_start: int, data_end: int, file_size: int) -> str:
-    covered = data_start + data_end
-    if covered < file_size:
-        found = f"{file_size - covered:,} bytes after the last tensor"
-    else:
-        found = f"the file ends {covered - file_size:,} bytes short (truncated?)"
-    return (
-        f"the tensors cover the data buffer up to file offset {covered:,}, "
-        f"but the file is {file_size:,} bytes: {found}"
-    )
 
 
 def _fail(
