@@ -18,7 +18,7 @@ from ._sources import Source, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from ._audit import FINDING_CODES, Finding, audit_header
+    from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
     from ._writer import encode_header, update_metadata, write_file
     from ._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # The audit, the checkpoint reader and the writer load on first use, so that reading one
 # header (and the command line's cold start) pays only for the core.
 _LAZY = {
-    "FINDING_CODES": "_audit",
+    "FINDING_KINDS": "_audit",
     "Finding": "_audit",
     "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
@@ -59,7 +59,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DTYPES",
     "DTYPE_BITS",
-    "FINDING_CODES",
+    "FINDING_KINDS",
     "KINDS",
     "MAX_HEADER_SIZE",
     "Checkpoint",
@@ -88,7 +88,8 @@ __all__ = [
 
 __version__ = "0.1.0.dev0"
 
-# The public classes say where users find them (help(), reprs, pickles by reference).
+# The public classes say where users find them (help(), reprs, pickles by reference); the
+# lazily loaded ones (Checkpoint, DtypeTotal, Finding) say it in their own modules.
 for _public in (Dtype, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
     _public.__module__ = __name__
 del _public

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import build, tensor
@@ -41,7 +43,7 @@ def test_public_names() -> None:
         "TensorTable",
         "bytes_needed",
         "DTYPE_BITS",
-        "FINDING_CODES",
+        "FINDING_KINDS",
         "Checkpoint",
         "DtypeTotal",
         "read_checkpoint",
@@ -241,3 +243,51 @@ def test_file_size_and_buffer_checks() -> None:
         parse_header(FILE, file_size=10.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="C-contiguous"):
         parse_header(memoryview(FILE)[::2])
+
+
+def _checkpoint_with_a_problem(folder: Path) -> safetensors_header.Checkpoint:
+    from test_checkpoint import write
+
+    return safetensors_header.read_checkpoint(write(folder, metadata={"total_size": 1}))
+
+
+def test_lazy_classes_say_they_are_top_level_and_pickle(tmp_path: Path) -> None:
+    from safetensors_header import Checkpoint, DtypeTotal, Finding
+
+    assert {cls.__module__ for cls in (Checkpoint, DtypeTotal, Finding)} == {"safetensors_header"}
+    sharded = _checkpoint_with_a_problem(tmp_path)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "model.safetensors").write_bytes(FILE)
+    single = safetensors_header.read_checkpoint(tmp_path / "one")
+    values = (sharded, single, *sharded.problems, *sharded.by_dtype().values())
+    for value, protocol in itertools.product(values, range(2, pickle.HIGHEST_PROTOCOL + 1)):
+        again = pickle.loads(pickle.dumps(value, protocol))
+        assert type(again) is type(value)
+        assert again == value
+    copy: Checkpoint = pickle.loads(pickle.dumps(sharded))
+    assert copy.problems[0].kind == "TotalSize"
+    with pytest.raises(TypeError):
+        copy.tensors["x"] = copy.tensors["head"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        copy.files["x"] = copy.files["model-00001-of-00002.safetensors"]  # type: ignore[index]
+
+
+def test_reprs_are_compact(tmp_path: Path) -> None:
+    from safetensors_header import DtypeTotal, Finding
+
+    sharded = _checkpoint_with_a_problem(tmp_path)
+    assert repr(sharded) == "<Checkpoint 2 files, 4 tensors, 1 problem>"
+    assert repr(sharded.by_dtype()["BF16"]) == "<DtypeTotal 2 tensors, numel=8, nbytes=16>"
+    assert repr(DtypeTotal(1, 2_000_000, 4_000_000)) == (
+        "<DtypeTotal 1 tensor, numel=2,000,000, nbytes=4,000,000>"
+    )
+    assert repr(Finding("Padding", "short")) == "<Finding Padding: short>"
+    long = repr(Finding("DuplicateTensor", "x" * 10_000, "x" * 10_000))
+    assert long.startswith("<Finding DuplicateTensor: xxx")
+    assert long.endswith("...>")
+    assert len(long) < 120
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "model.safetensors").write_bytes(FILE)
+    single = safetensors_header.read_checkpoint(tmp_path / "one")
+    assert repr(single) == "<Checkpoint 1 file, 3 tensors>"
+    assert repr(read_header(FILE)).startswith("<Header 3 tensors, header_size=")
