@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
     from ._writer import encode_header, update_metadata, write_file
-    from ._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
 
 # The audit, the checkpoint reader and the writer load on first use, so that reading one
-# header (and the command line's cold start) pays only for the core.
+# header (and the command line's cold start) pays only for the core. The adapters are
+# submodules, imported by name: safetensors_header.numpy, .zarr and .virtualizarr.
 _LAZY = {
     "FINDING_KINDS": "_audit",
     "Finding": "_audit",
@@ -35,9 +35,6 @@ _LAZY = {
     "encode_header": "_writer",
     "update_metadata": "_writer",
     "write_file": "_writer",
-    "to_kerchunk": "_zarr",
-    "to_zarr_v3": "_zarr",
-    "zarr_node_name": "_zarr",
 }
 
 
@@ -79,11 +76,8 @@ __all__ = [
     "parse_header",
     "read_checkpoint",
     "read_header",
-    "to_kerchunk",
-    "to_zarr_v3",
     "update_metadata",
     "write_file",
-    "zarr_node_name",
 ]
 
 __version__ = "0.1.0.dev0"

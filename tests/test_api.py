@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import pickle
 import subprocess
 import sys
@@ -50,9 +51,6 @@ def test_public_names() -> None:
         "encode_header",
         "update_metadata",
         "write_file",
-        "to_kerchunk",
-        "to_zarr_v3",
-        "zarr_node_name",
         "Finding",
         "audit_header",
         "KINDS",
@@ -71,7 +69,7 @@ def test_public_names() -> None:
 def test_import_pulls_in_no_optional_dependency() -> None:
     # The core and the stdlib-only consumer modules; numpy.py and virtualizarr.py are opt-in.
     code = (
-        "import sys, safetensors_header, safetensors_header._zarr, safetensors_header._ranges; "
+        "import sys, safetensors_header, safetensors_header.zarr, safetensors_header._ranges; "
         "print(sorted(m for m in ('numpy', 'safetensors', 'zarr', 'fsspec', 'hypothesis', "
         "'virtualizarr', 'ml_dtypes', 'xarray', 'obstore', 'kerchunk') if m in sys.modules))"
     )
@@ -243,6 +241,28 @@ def test_file_size_and_buffer_checks() -> None:
         parse_header(FILE, file_size=10.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="C-contiguous"):
         parse_header(memoryview(FILE)[::2])
+
+
+def test_adapters_are_submodules_imported_only_when_used() -> None:
+    code = (
+        "import json, sys, safetensors_header; "
+        "print(json.dumps([m for m in sys.modules if m.startswith('safetensors_header.')]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert loaded.isdisjoint(
+        {
+            "safetensors_header.zarr",
+            "safetensors_header.numpy",
+            "safetensors_header.virtualizarr",
+            "safetensors_header._audit",
+            "safetensors_header._checkpoint",
+            "safetensors_header._writer",
+        }
+    )
+    assert "safetensors_header._parser" in loaded  # the scan saw the package's modules
+    for moved in ("to_kerchunk", "to_zarr_v3", "zarr_node_name", "FINDING_CODES"):
+        assert not hasattr(safetensors_header, moved)
 
 
 def _checkpoint_with_a_problem(folder: Path) -> safetensors_header.Checkpoint:
