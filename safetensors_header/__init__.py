@@ -18,15 +18,15 @@ from ._sources import Source, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from ._audit import FINDING_CODES, Finding, audit_header
+    from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
     from ._writer import encode_header, update_metadata, write_file
-    from ._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
 
 # The audit, the checkpoint reader and the writer load on first use, so that reading one
-# header (and the command line's cold start) pays only for the core.
+# header (and the command line's cold start) pays only for the core. The adapters are
+# submodules, imported by name: safetensors_header.numpy, .zarr and .virtualizarr.
 _LAZY = {
-    "FINDING_CODES": "_audit",
+    "FINDING_KINDS": "_audit",
     "Finding": "_audit",
     "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
@@ -35,9 +35,6 @@ _LAZY = {
     "encode_header": "_writer",
     "update_metadata": "_writer",
     "write_file": "_writer",
-    "to_kerchunk": "_zarr",
-    "to_zarr_v3": "_zarr",
-    "zarr_node_name": "_zarr",
 }
 
 
@@ -59,7 +56,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DTYPES",
     "DTYPE_BITS",
-    "FINDING_CODES",
+    "FINDING_KINDS",
     "KINDS",
     "MAX_HEADER_SIZE",
     "Checkpoint",
@@ -79,16 +76,14 @@ __all__ = [
     "parse_header",
     "read_checkpoint",
     "read_header",
-    "to_kerchunk",
-    "to_zarr_v3",
     "update_metadata",
     "write_file",
-    "zarr_node_name",
 ]
 
 __version__ = "0.1.0.dev0"
 
-# The public classes say where users find them (help(), reprs, pickles by reference).
+# The public classes say where users find them (help(), reprs, pickles by reference); the
+# lazily loaded ones (Checkpoint, DtypeTotal, Finding) say it in their own modules.
 for _public in (Dtype, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
     _public.__module__ = __name__
 del _public

@@ -4,39 +4,61 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, TENSOR_FIELDS
 from ._header import Header
 from ._parser import JsonObject, decode_pairs, parse_header
 
-__all__ = ["FINDING_CODES", "Finding", "audit_header"]
+__all__ = ["FINDING_KINDS", "Finding", "audit_header"]
 
-#: Every finding code `audit_header` can report, with what it means.
-FINDING_CODES: Final = {
-    "duplicate-tensor": "a tensor name appears more than once; readers disagree on which wins",
-    "duplicate-metadata-key": "a __metadata__ key appears more than once",
-    "header-start": "the header does not start with '{' (whitespace before the JSON object)",
-    "padding": "the header is padded with something other than spaces after the JSON object",
-    "data-start-alignment": "the data buffer does not start at a multiple of 8 bytes",
-    "tensor-alignment": "a tensor does not start at a multiple of its element size",
-    "control-character-in-name": "a tensor name holds NUL or another control character",
-    "array-form": "a tensor entry is a [dtype, shape, data_offsets] array, not an object",
-    "map-form-dtype": 'a dtype is written as {"F32": null}, not as a string',
-    "unknown-field": "a tensor entry has a field other than dtype, shape and data_offsets",
-}
+#: Every `Finding.kind`, with what it means: those of `audit_header`, then those of
+#: ``Checkpoint.problems``.
+FINDING_KINDS: Final = MappingProxyType(
+    {
+        "DuplicateTensor": "a tensor name appears more than once; readers disagree on which wins",
+        "DuplicateMetadataKey": "a __metadata__ key appears more than once",
+        "HeaderStart": "the header does not start with '{' (whitespace before the JSON object)",
+        "Padding": "the header is padded with something other than spaces after the JSON object",
+        "DataStartAlignment": "the data buffer does not start at a multiple of 8 bytes",
+        "TensorAlignment": "a tensor does not start at a multiple of its element size",
+        "ControlCharacterInName": "a tensor name holds NUL or another control character",
+        "ArrayForm": "a tensor entry is a [dtype, shape, data_offsets] array, not an object",
+        "MapFormDtype": 'a dtype is written as {"F32": null}, not as a string',
+        "UnknownField": "a tensor entry has a field other than dtype, shape and data_offsets",
+        "UnlistedTensor": "a checkpoint's shard holds a tensor its index's weight_map omits",
+        "TotalSize": "a checkpoint index's total_size is not the sum of its tensors' bytes",
+    }
+)
 
-_WHITESPACE: Final = " \t\r\n"
+_SHOWN_MESSAGE: Final = 80  # characters of a message a repr shows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Finding:
-    """One thing the strict audit reports: a stable `code` (see FINDING_CODES), a message for
-    people, and the tensor concerned, if any."""
+    """One thing the strict audit (or a checkpoint's consistency check) reports.
 
-    code: str
+    Attributes:
+        kind: A stable name for what was found, a key of `FINDING_KINDS` (CamelCase, as
+            ``HeaderError.kind``), e.g. ``"DuplicateTensor"``.
+        message: What was found, for people.
+        tensor: The tensor concerned, where there is one, else ``None``.
+    """
+
+    kind: str
     message: str
     tensor: str | None = None
+
+    def __repr__(self) -> str:
+        message = self.message
+        if len(message) > _SHOWN_MESSAGE:
+            message = message[: _SHOWN_MESSAGE - 3] + "..."
+        return f"<Finding {self.kind}: {message}>"
+
+
+# Where users find it (help(), reprs, pickles by reference): the package's top level.
+Finding.__module__ = __name__.rpartition(".")[0]
 
 
 def audit_header(
@@ -56,16 +78,17 @@ def audit_header(
     with memoryview(prefix) as raw, raw.cast("B") as view:
         text = str(view[HEADER_LENGTH_SIZE : header.data_start], "utf-8")
     findings: list[Finding] = []
-    start = len(text) - len(text.lstrip(_WHITESPACE))
+    # A valid header's JSON object is its first '{': only JSON whitespace comes before it.
+    start = text.index("{")
     if start:
         findings.append(
-            Finding("header-start", f"the header starts with {text[:start]!r}, not '{{'")
+            Finding("HeaderStart", f"the header starts with {text[:start]!r}, not '{{'")
         )
     top, end = decode_pairs(text, start)
     padding = text[end:]
     if padding.strip(" "):
         shown = sorted(set(padding) - {" "})
-        findings.append(Finding("padding", f"the header is padded with {shown} besides spaces"))
+        findings.append(Finding("Padding", f"the header is padded with {shown} besides spaces"))
     findings += _entry_findings(top)
     findings += _alignment_findings(header)
     return findings
@@ -79,30 +102,30 @@ def _entry_findings(top: JsonObject) -> list[Finding]:
             if value is not None:
                 counts = Counter(key for key, _ in value)
                 findings.extend(
-                    Finding("duplicate-metadata-key", f"metadata key {key!r} is repeated")
+                    Finding("DuplicateMetadataKey", f"metadata key {key!r} is repeated")
                     for key in sorted(key for key, count in counts.items() if count > 1)
                 )
             continue
         if name in seen:
             findings.append(
-                Finding("duplicate-tensor", f"tensor {name!r} appears again; the last wins", name)
+                Finding("DuplicateTensor", f"tensor {name!r} appears again; the last wins", name)
             )
         seen.add(name)
         if any(ord(char) < 0x20 or char == "\x7f" for char in name):
-            findings.append(Finding("control-character-in-name", f"tensor name {name!r}", name))
+            findings.append(Finding("ControlCharacterInName", f"tensor name {name!r}", name))
         if type(value) is list:
-            findings.append(Finding("array-form", f"tensor {name!r} is written as an array", name))
+            findings.append(Finding("ArrayForm", f"tensor {name!r} is written as an array", name))
             dtype = value[0]
         else:
             fields = dict(value)
             findings.extend(
-                Finding("unknown-field", f"tensor {name!r} has the field {key!r}", name)
+                Finding("UnknownField", f"tensor {name!r} has the field {key!r}", name)
                 for key in sorted(set(fields) - set(TENSOR_FIELDS))
             )
             dtype = fields["dtype"]
         if type(dtype) is JsonObject:
             findings.append(
-                Finding("map-form-dtype", f"tensor {name!r} writes its dtype as an object", name)
+                Finding("MapFormDtype", f"tensor {name!r} writes its dtype as an object", name)
             )
     return findings
 
@@ -112,7 +135,7 @@ def _alignment_findings(header: Header) -> list[Finding]:
     if header.data_start % 8:
         findings.append(
             Finding(
-                "data-start-alignment",
+                "DataStartAlignment",
                 f"the data buffer starts at byte {header.data_start:,}, not a multiple of 8",
             )
         )
@@ -121,7 +144,7 @@ def _alignment_findings(header: Header) -> list[Finding]:
         if size > 1 and info.start % size and info.nbytes:
             findings.append(
                 Finding(
-                    "tensor-alignment",
+                    "TensorAlignment",
                     f"tensor {info.name!r} ({info.dtype}) starts at byte {info.start:,}, "
                     f"not a multiple of {size}",
                     info.name,

@@ -10,22 +10,30 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import quote, urljoin, urlsplit
 
-from ._audit import Finding
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
-from ._header import Header, TensorInfo
+from ._header import Header, TensorInfo, TensorTable
 from ._remote import FIRST_READ, RETRIES, TIMEOUT, fetch_document, redact
 from ._sources import is_url, read_header
 
-__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "read_checkpoint"]
+if TYPE_CHECKING:
+    from ._audit import Finding
+
+__all__ = [
+    "INDEX_NAMES",
+    "SINGLE_NAMES",
+    "Checkpoint",
+    "DtypeTotal",
+    "by_dtype",
+    "read_checkpoint",
+]
 
 #: Index file names looked for in a directory, in this order.
 INDEX_NAMES: Final = (
@@ -37,16 +45,35 @@ SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors
 _MAX_INDEX_SIZE: Final = 1 << 30  # an index of 500,000 tensors is about 60 MB
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class DtypeTotal:
-    """How many tensors of one dtype, their elements (parameters) and bytes."""
+    """The tensors of one dtype: how many, their elements (`numel`) and bytes (`nbytes`)."""
 
     tensors: int
-    parameters: int
+    numel: int
     nbytes: int
 
+    def __repr__(self) -> str:
+        return (
+            f"<DtypeTotal {self.tensors:,} tensor{'' if self.tensors == 1 else 's'}, "
+            f"numel={self.numel:,}, nbytes={self.nbytes:,}>"
+        )
 
-@dataclass(frozen=True, slots=True)
+
+def by_dtype(tensors: Iterable[TensorInfo], /) -> dict[str, DtypeTotal]:
+    """Totals per dtype of the given tensors, in order of the dtypes' names."""
+    totals: dict[str, list[int]] = {}
+    for info in tensors:
+        row = totals.get(info.dtype)
+        if row is None:
+            row = totals[info.dtype] = [0, 0, 0]
+        row[0] += 1
+        row[1] += info.numel
+        row[2] += info.nbytes
+    return {dtype: DtypeTotal(*totals[dtype]) for dtype in sorted(totals)}
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Checkpoint:
     """A checkpoint of one or more safetensors files, checked for consistency.
 
@@ -57,9 +84,9 @@ class Checkpoint:
         metadata: The index's ``"metadata"`` object (``None`` for a single file, or when the
             index has none).
         tensors: Every tensor name -> its `TensorInfo` (offsets within its own shard).
-        problems: Findings that are not fatal (``strict=True`` raises them instead):
-            ``unlisted-tensor`` (in a shard, not in the weight_map), ``total-size`` (the
-            index's total_size is not the sum of the tensors' bytes).
+        problems: Findings that are not fatal (``strict=True`` raises them instead), of the
+            kinds ``UnlistedTensor`` (in a shard, not in the weight_map) and ``TotalSize``
+            (the index's total_size is not the sum of the tensors' bytes).
     """
 
     files: Mapping[str, Header]
@@ -69,8 +96,8 @@ class Checkpoint:
     problems: tuple[Finding, ...]
 
     @property
-    def parameters(self) -> int:
-        """The number of elements of all tensors."""
+    def numel(self) -> int:
+        """The number of elements of all tensors (their parameters)."""
         return sum(info.numel for info in self.tensors.values())
 
     @property
@@ -80,13 +107,52 @@ class Checkpoint:
 
     def by_dtype(self) -> dict[str, DtypeTotal]:
         """Totals per dtype, in order of the dtypes' names."""
-        totals: dict[str, list[int]] = {}
-        for info in self.tensors.values():
-            row = totals.setdefault(info.dtype, [0, 0, 0])
-            row[0] += 1
-            row[1] += info.numel
-            row[2] += info.nbytes
-        return {dtype: DtypeTotal(*totals[dtype]) for dtype in sorted(totals)}
+        return by_dtype(self.tensors.values())
+
+    def __repr__(self) -> str:
+        files, tensors, problems = len(self.files), len(self.tensors), len(self.problems)
+        return (
+            f"<Checkpoint {files:,} file{'' if files == 1 else 's'}, "
+            f"{tensors:,} tensor{'' if tensors == 1 else 's'}"
+            + (f", {problems:,} problem{'' if problems == 1 else 's'}>" if problems else ">")
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Mapping proxies cannot be pickled; rebuild them from plain dicts.
+        tensors = self.tensors
+        return (
+            _frozen_checkpoint,
+            (
+                dict(self.files),
+                dict(self.weight_map),
+                None if self.metadata is None else dict(self.metadata),
+                tensors if isinstance(tensors, TensorTable) else dict(tensors),
+                self.problems,
+            ),
+        )
+
+
+def _frozen_checkpoint(
+    files: dict[str, Header],
+    weight_map: dict[str, str],
+    metadata: dict[str, Any] | None,
+    tensors: Mapping[str, TensorInfo],
+    problems: tuple[Finding, ...],
+) -> Checkpoint:
+    """A `Checkpoint` of these plain values, made read-only (a `TensorTable` is already)."""
+    return Checkpoint(
+        files=MappingProxyType(files),
+        weight_map=MappingProxyType(weight_map),
+        metadata=None if metadata is None else MappingProxyType(metadata),
+        tensors=tensors if isinstance(tensors, TensorTable) else MappingProxyType(tensors),
+        problems=problems,
+    )
+
+
+# Where users find them (help(), reprs, pickles by reference): the package's top level.
+for _public in (Checkpoint, DtypeTotal):
+    _public.__module__ = __name__.rpartition(".")[0]
+del _public
 
 
 def read_checkpoint(
@@ -150,28 +216,20 @@ def read_checkpoint(
     for name in shard_names:
         _check_shard_name(name, where)
     shard_sources = [locate(name) for name in shard_names]
+    from concurrent.futures import ThreadPoolExecutor  # only an index needs threads
+
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
         headers_read = list(pool.map(lambda shard: read_header(shard, **options), shard_sources))
     files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
-    return Checkpoint(
-        files=MappingProxyType(files),
-        weight_map=MappingProxyType(weight_map),
-        metadata=None if metadata is None else MappingProxyType(metadata),
-        tensors=MappingProxyType(tensors),
-        problems=tuple(problems),
-    )
+    return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems))
 
 
 def _single(name: str, header: Header) -> Checkpoint:
-    return Checkpoint(
-        files=MappingProxyType({name: header}),
-        weight_map=MappingProxyType(dict.fromkeys(header.tensors, name)),
-        metadata=None,
-        tensors=header.tensors,
-        problems=(),
+    return _frozen_checkpoint(
+        {name: header}, dict.fromkeys(header.tensors, name), None, header.tensors, ()
     )
 
 
@@ -226,6 +284,8 @@ def _check_shard_name(name: str, where: str) -> None:
 def _check(
     files: dict[str, Header], weight_map: dict[str, str], metadata: dict[str, Any] | None
 ) -> tuple[dict[str, TensorInfo], list[Finding]]:
+    from ._audit import Finding  # on first use, as the audit: the import stays cheap
+
     tensors: dict[str, TensorInfo] = {}
     owner: dict[str, str] = {}
     for file, header in files.items():
@@ -247,7 +307,7 @@ def _check(
             )
     problems = [
         Finding(
-            "unlisted-tensor",
+            "UnlistedTensor",
             f"tensor {name!r} is in {owner[name]!r} but not in the index's weight_map",
             name,
         )
@@ -259,7 +319,7 @@ def _check(
     if total is not None and total != actual:
         problems.append(
             Finding(
-                "total-size",
+                "TotalSize",
                 f"the index's total_size is {total!r}, but the tensors hold {actual:,} bytes",
             )
         )

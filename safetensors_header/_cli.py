@@ -35,7 +35,7 @@ _SORT_KEYS: dict[str, Callable[[TensorInfo], tuple[int, str]]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit status."""
-    args = _parser().parse_args(argv)
+    args = _argument_parser().parse_args(argv)
     try:
         if args.command == "inspect":
             return _inspect(args, sys.stdout)
@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG, description="Read the headers of safetensors files without loading them."
     )
@@ -93,7 +93,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
             _report(source, error)
             status = 1
             continue
-        tensors = _select(args, header.tensors.values())
+        tensors = _shown_tensors(args, header.tensors.values())
         if args.json:
             out.write(json.dumps(_document(source, header, tensors), ensure_ascii=False) + "\n")
         else:
@@ -108,7 +108,7 @@ def _is_checkpoint(source: str) -> bool:
     return source.endswith(".json") or (not is_url(source) and os.path.isdir(source))
 
 
-def _select(
+def _shown_tensors(
     args: argparse.Namespace, tensors: Iterable[TensorInfo], *, offsets_comparable: bool = True
 ) -> list[TensorInfo]:
     """The tensors matching --filter, in the --sort order."""
@@ -125,7 +125,7 @@ def _inspect_checkpoint(args: argparse.Namespace, source: str, out: TextIO, *, f
     checkpoint = read_checkpoint(source)
     owners = {name: file for file, header in checkpoint.files.items() for name in header.tensors}
     # In offset order, shard by shard: the tensors are in shard order already.
-    tensors = _select(args, checkpoint.tensors.values(), offsets_comparable=False)
+    tensors = _shown_tensors(args, checkpoint.tensors.values(), offsets_comparable=False)
     if args.json:
         document = {
             "path": source,
@@ -143,7 +143,7 @@ def _inspect_checkpoint(args: argparse.Namespace, source: str, out: TextIO, *, f
             "tensors": [{**_tensor_document(t), "file": owners[t.name]} for t in tensors],
             "totals": _totals(tensors),
             "problems": [
-                {"code": p.code, "message": p.message, "tensor": p.tensor}
+                {"kind": p.kind, "message": p.message, "tensor": p.tensor}
                 for p in checkpoint.problems
             ],
         }
@@ -157,19 +157,8 @@ def _inspect_checkpoint(args: argparse.Namespace, source: str, out: TextIO, *, f
         for key, value in checkpoint.metadata.items():
             out.write(f"  {_one_line(str(key))}: {_one_line(json.dumps(value))}\n")
     for problem in checkpoint.problems:
-        out.write(f"problem: {problem.code}: {problem.message}\n")
-    rows = [
-        (
-            _one_line(t.name),
-            t.dtype,
-            "[" + ", ".join(map(str, t.shape)) + "]",
-            _one_line(owners[t.name]),
-            f"{t.nbytes:,}",
-        )
-        for t in tensors
-    ]
-    _columns(("name", "dtype", "shape", "file", "size"), rows, out, right=(4,))
-    _totals_table(_totals(tensors), out)
+        out.write(f"problem: {problem.kind}: {problem.message}\n")
+    _tensor_table(tensors, "file", lambda t: _one_line(owners[t.name]), out)
 
 
 def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[str, object]:
@@ -197,23 +186,23 @@ def _tensor_document(t: TensorInfo) -> dict[str, object]:
     }
 
 
-def _totals(tensors: Iterable[TensorInfo]) -> dict[str, object]:
-    by_dtype: dict[str, dict[str, int]] = {}
-    for t in tensors:
-        row = by_dtype.setdefault(t.dtype, {"tensors": 0, "parameters": 0, "bytes": 0})
-        row["tensors"] += 1
-        row["parameters"] += t.numel
-        row["bytes"] += t.nbytes
+def _totals(tensors: Iterable[TensorInfo]) -> dict[str, Any]:
+    """The --json "totals": counts, elements and bytes, in all and per dtype."""
+    from ._checkpoint import by_dtype  # the one tally, shared with Checkpoint.by_dtype
+
+    per_dtype = {
+        dtype: {"tensors": total.tensors, "numel": total.numel, "nbytes": total.nbytes}
+        for dtype, total in by_dtype(tensors).items()
+    }
     return {
-        "tensors": sum(row["tensors"] for row in by_dtype.values()),
-        "parameters": sum(row["parameters"] for row in by_dtype.values()),
-        "bytes": sum(row["bytes"] for row in by_dtype.values()),
-        "by_dtype": by_dtype,
+        "tensors": sum(row["tensors"] for row in per_dtype.values()),
+        "numel": sum(row["numel"] for row in per_dtype.values()),
+        "nbytes": sum(row["nbytes"] for row in per_dtype.values()),
+        "by_dtype": per_dtype,
     }
 
 
 def _table(source: str, header: Header, tensors: list[TensorInfo], out: TextIO) -> None:
-    totals = _totals(tensors)
     size = "unknown" if header.file_size is None else f"{header.file_size:,}"
     out.write(
         f"{source}: {len(header.tensors):,} tensors, header {header.header_size:,} bytes, "
@@ -223,34 +212,42 @@ def _table(source: str, header: Header, tensors: list[TensorInfo], out: TextIO) 
         out.write(f"metadata ({len(header.metadata)}):\n")
         for key, value in header.metadata.items():
             out.write(f"  {_one_line(key)}: {_one_line(value)}\n")
+    _tensor_table(tensors, "bytes in file", lambda t: f"{t.start:,}-{t.end:,}", out)
+
+
+def _tensor_table(
+    tensors: list[TensorInfo], where: str, place: Callable[[TensorInfo], str], out: TextIO
+) -> None:
+    """A row per tensor (its place in the column titled `where`), then the totals."""
     rows = [
         (
             _one_line(t.name),
             t.dtype,
             "[" + ", ".join(map(str, t.shape)) + "]",
-            f"{t.start:,}-{t.end:,}",
+            place(t),
             f"{t.nbytes:,}",
         )
         for t in tensors
     ]
-    _columns(("name", "dtype", "shape", "bytes in file", "size"), rows, out, right=(4,))
-    _totals_table(totals, out)
+    _write_columns(("name", "dtype", "shape", where, "size"), rows, out, right=(4,))
+    _totals_table(_totals(tensors), out)
 
 
 def _totals_table(totals: dict[str, Any], out: TextIO) -> None:
+    # For people: "parameters" and "bytes" (the --json keys are numel and nbytes).
     out.write(
-        f"total: {totals['tensors']:,} tensors, {totals['parameters']:,} parameters, "
-        f"{totals['bytes']:,} bytes\n"
+        f"total: {totals['tensors']:,} tensors, {totals['numel']:,} parameters, "
+        f"{totals['nbytes']:,} bytes\n"
     )
     summary = [
-        (dtype, f"{row['tensors']:,}", f"{row['parameters']:,}", f"{row['bytes']:,}")
-        for dtype, row in sorted(totals["by_dtype"].items())
+        (dtype, f"{row['tensors']:,}", f"{row['numel']:,}", f"{row['nbytes']:,}")
+        for dtype, row in totals["by_dtype"].items()
     ]
     if len(summary) > 1:
-        _columns(("dtype", "tensors", "parameters", "bytes"), summary, out, right=(1, 2, 3))
+        _write_columns(("dtype", "tensors", "parameters", "bytes"), summary, out, right=(1, 2, 3))
 
 
-def _columns(
+def _write_columns(
     titles: tuple[str, ...],
     rows: Sequence[tuple[str, ...]],
     out: TextIO,
@@ -305,7 +302,7 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{source}: {_error_line(error)}\n")
         elif findings:
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-            out.write(f"{source}: strict: {findings[0].code}: {findings[0].message}{more}\n")
+            out.write(f"{source}: strict: {findings[0].kind}: {findings[0].message}{more}\n")
         else:
             out.write(f"{source}: ok ({tensors:,} tensors)\n")
     return status
@@ -340,7 +337,7 @@ def _verdict(
         "valid": error is None and not findings,
         "error": described,
         "findings": [
-            {"code": finding.code, "message": finding.message, "tensor": finding.tensor}
+            {"kind": finding.kind, "message": finding.message, "tensor": finding.tensor}
             for finding in findings
         ],
     }

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import pickle
-import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import index
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["encode_header", "update_metadata", "write_file"]
 
 _ALIGNMENT: Final = 8  # the reference pads the header with spaces to a multiple of 8
-_CHUNK = 16 * 2**20  # bytes per read when copying a data buffer into a new file
+_COPY_CHUNK = 16 * 2**20  # bytes per read when copying a data buffer into a new file
 # The reference's writer refuses headers its reader would refuse (HeaderTooLarge); a name of
 # its own so that tests can lower it.
 _MAX_HEADER_SIZE = MAX_HEADER_SIZE
@@ -46,7 +45,6 @@ _MAX_HEADER_SIZE = MAX_HEADER_SIZE
 # which is DTYPE_BITS' order), then by name. Rust compares names as UTF-8 bytes, which is
 # code-point order, Python's str order.
 _DTYPE_RANK: Final = {dtype: -rank for rank, dtype in enumerate(DTYPE_BITS)}
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 _Row = tuple[str, str, tuple[int, ...], int, int]  # name, dtype, shape, begin, end
 
@@ -54,6 +52,7 @@ _Row = tuple[str, str, tuple[int, ...], int, int]  # name, dtype, shape, begin, 
 def encode_header(
     tensors: Mapping[str, tuple[str, Sequence[int]]],
     /,
+    *,
     metadata: Mapping[str, str] | None = None,
 ) -> bytes:
     """The first ``8 + N`` bytes of the safetensors file that holds these tensors.
@@ -83,7 +82,7 @@ def encode_header(
             values must be ``str``; dimensions integers).
     """
     specs = [_spec(name, value, arity=2) for name, value in _items(tensors)]
-    rows = _layout([(name, dtype, dims, _nbytes(dtype, dims)) for name, dtype, dims, _ in specs])
+    rows = _laid_out([(name, dtype, dims, _nbytes(dtype, dims)) for name, dtype, dims, _ in specs])
     encoded = _frame(_json(rows, _checked_metadata(metadata)))
     _validated(encoded, rows)
     return encoded
@@ -93,6 +92,7 @@ def write_file(
     path: StrPath,
     tensors: Mapping[str, tuple[str, Sequence[int], ReadableBuffer]],
     /,
+    *,
     metadata: Mapping[str, str] | None = None,
 ) -> Header:
     """Write a safetensors file, byte for byte what the reference writes.
@@ -125,12 +125,12 @@ def write_file(
     with contextlib.ExitStack() as views:
         specs = [_spec(name, value, arity=3) for name, value in _items(tensors)]
         entries = [
-            (name, dtype, dims, views.enter_context(_bytes_of(name, data)))
+            (name, dtype, dims, views.enter_context(_flat_view(name, data)))
             for name, dtype, dims, data in specs
         ]
         # Like the reference, lay the buffers out by their own lengths: the reader's checks
         # on the header then report any buffer whose length disagrees with dtype x shape.
-        rows = _layout([(name, dtype, dims, view.nbytes) for name, dtype, dims, view in entries])
+        rows = _laid_out([(name, dtype, dims, view.nbytes) for name, dtype, dims, view in entries])
         encoded = _frame(_json(rows, _checked_metadata(metadata)))
         try:
             header = _validated(encoded, rows)
@@ -146,7 +146,7 @@ def write_file(
 
 
 def update_metadata(
-    path: StrPath, metadata: Mapping[str, str] | None, /, *, in_place: bool = True
+    path: StrPath, /, metadata: Mapping[str, str] | None, *, in_place: bool = True
 ) -> Header:
     """Replace a file's ``__metadata__``; the tensors' bytes never change.
 
@@ -238,7 +238,7 @@ def _spec(name: object, value: object, *, arity: int) -> tuple[str, str, tuple[i
             f"tensor {name!r}: unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BITS)}",
             tensor=name,
         )
-    return name, dtype, _dims(name, value[1]), value[2] if arity == 3 else None
+    return name, dtype, _checked_shape(name, value[1]), value[2] if arity == 3 else None
 
 
 def _is_sequence(value: object) -> TypeGuard[Sequence[object]]:
@@ -249,11 +249,11 @@ def _is_sequence(value: object) -> TypeGuard[Sequence[object]]:
     )
 
 
-def _dims(name: str, shape: object) -> tuple[int, ...]:
+def _checked_shape(name: str, shape: object) -> tuple[int, ...]:
     if isinstance(shape, (tuple, list)) and all(type(dim) is int for dim in shape):
         dims: tuple[int, ...] = tuple(shape)  # the usual case, checked at C speed
     else:
-        dims = _converted_dims(name, shape)
+        dims = _shape_as_ints(name, shape)
     if dims and (min(dims) < 0 or max(dims) > U64_MAX):
         culprit = next(dim for dim in dims if not 0 <= dim <= U64_MAX)
         raise HeaderError(
@@ -264,7 +264,7 @@ def _dims(name: str, shape: object) -> tuple[int, ...]:
     return dims
 
 
-def _converted_dims(name: str, shape: object) -> tuple[int, ...]:
+def _shape_as_ints(name: str, shape: object) -> tuple[int, ...]:
     """Any iterable of integers (numpy integers too, not bools or floats) as a tuple of ints."""
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
         raise TypeError(f"tensor {name!r}: shape must be a sequence of integers, not {shape!r:.60}")
@@ -297,7 +297,7 @@ def _checked_metadata(metadata: object) -> dict[str, str] | None:
     return copy
 
 
-def _bytes_of(name: str, data: object) -> memoryview:
+def _flat_view(name: str, data: object) -> memoryview:
     """The buffer's bytes as a flat memoryview (no copy); the caller releases it."""
     try:
         view = memoryview(data)  # type: ignore[arg-type]
@@ -347,7 +347,7 @@ def _order(entry: tuple[str, str, object, object]) -> tuple[int, str]:
     return _DTYPE_RANK[entry[1]], entry[0]
 
 
-def _layout(entries: list[tuple[str, str, tuple[int, ...], int]]) -> list[_Row]:
+def _laid_out(entries: list[tuple[str, str, tuple[int, ...], int]]) -> list[_Row]:
     """The reference's order, with data offsets packed from 0."""
     rows = []
     offset = 0
@@ -385,13 +385,22 @@ def _surrogate_error(rows: Sequence[_Row], metadata: dict[str, str] | None) -> H
     """Name the string that UTF-8 could not encode (only lone surrogates fail)."""
     strings: list[tuple[str | None, str]] = [(name, name) for name, *_ in rows]
     strings += [(None, string) for item in (metadata or {}).items() for string in item]
-    tensor, culprit = next(item for item in strings if _SURROGATE.search(item[1]))
+    tensor, culprit = next(item for item in strings if not _encodable(item[1]))
     return HeaderError(
         "InvalidHeader",
         f"the string {culprit[:40]!r} holds a lone surrogate, which UTF-8 (and so a "
         "safetensors header) cannot hold",
         tensor=tensor,
     )
+
+
+def _encodable(text: str) -> bool:
+    """Whether UTF-8 can hold the string (a lone surrogate is all it cannot)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _frame(body: bytes, size: int | None = None) -> bytes:
@@ -443,9 +452,9 @@ def _write_all(file: BinaryIO, data: bytes | memoryview) -> None:
 
 
 def _chunks(file: BinaryIO, count: int) -> Iterator[bytes]:
-    """The next ``count`` bytes of ``file``, at most `_CHUNK` at a time."""
+    """The next ``count`` bytes of ``file``, at most `_COPY_CHUNK` at a time."""
     while count > 0:
-        chunk = file.read(min(count, _CHUNK))
+        chunk = file.read(min(count, _COPY_CHUNK))
         if not chunk:
             raise HeaderError(
                 "MetadataIncompleteBuffer",

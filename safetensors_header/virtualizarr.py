@@ -11,8 +11,8 @@
 
 Needs VirtualiZarr 2 (``pip install 'safetensors_header[virtualizarr]'``), which brings zarr,
 numpy, xarray and obstore; importing this module imports them. Arrays, names, dtypes and
-dimension names are those of `to_zarr_v3` (see ``safetensors_header._zarr``): one chunk per
-tensor, one dimension per axis (``"<name>/0"``, ``"<name>/1"``, ...), ``BF16`` and ``F8_*`` as
+dimension names are those of `safetensors_header.zarr` (``to_zarr``): one chunk per tensor,
+one dimension per axis (``"<name>/0"``, ``"<name>/1"``, ...), ``BF16`` and ``F8_*`` as
 same-width unsigned integers with the real dtype in the ``safetensors_dtype`` attribute, and
 ``__metadata__`` as the dataset's attributes.
 """
@@ -28,12 +28,11 @@ from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from ._errors import HeaderError
-from ._format import MAX_HEADER_SIZE
+from ._format import MAX_HEADER_SIZE, bytes_needed
 from ._header import Header, TensorInfo
 from ._parser import parse_header
 from ._remote import FIRST_READ
-from ._zarr import array_v3, stored_shape, zarr_node_name
+from .zarr import array_metadata, array_shape, node_name
 
 __all__ = ["SafetensorsParser"]
 
@@ -49,7 +48,7 @@ class SafetensorsParser:
 
     Args:
         drop_variables: Tensors to leave out, by name as in the file or as the variable
-            (``zarr_node_name(name)``).
+            (``safetensors_header.zarr.node_name(name)``).
         max_header_size: The largest header length accepted; see `parse_header`.
     """
 
@@ -75,37 +74,37 @@ class SafetensorsParser:
         header = _read_header(store, path, self.max_header_size)
         arrays = {}
         for info in header.tensors.values():
-            node = zarr_node_name(info.name)
+            node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
                 continue
-            arrays[node] = _manifest_array(info, node, url)
+            arrays[node] = _manifest_array(info, url)
         attributes = dict(header.metadata) if header.metadata is not None else {}
         return ManifestStore(ManifestGroup(arrays=arrays, attributes=attributes), registry=registry)
 
 
-class _Readable(Head, GetRange, Protocol):
+class _HeaderStore(Head, GetRange, Protocol):
     """What reading a header needs of an obspec store (obstore's stores have it all)."""
 
 
-def _read_header(store: _Readable, path: str, max_header_size: int) -> Header:
+def _read_header(store: _HeaderStore, path: str, max_header_size: int) -> Header:
     """Read and validate the header from an obspec store: a HEAD, then one or two ranges."""
     size = store.head(path)["size"]
+    # A first read large enough for most headers; `bytes_needed` then says what is missing.
     first = min(size, FIRST_READ)
     # obstore refuses an empty range: a file too short for a length prefix is judged empty.
     prefix = bytes(store.get_range(path, start=0, length=first)) if first else b""
-    try:
-        return parse_header(prefix, file_size=size, max_header_size=max_header_size)
-    except HeaderError as error:
-        if error.needed is None:
-            raise
-        # The header is longer than the first read: fetch exactly the rest of it.
-        rest = bytes(store.get_range(path, start=first, end=error.needed))
-        return parse_header(prefix + rest, file_size=size, max_header_size=max_header_size)
+    while True:
+        # The header's end (or what a bad length prefix decides, raised); with the file's
+        # size known, never past the end of the file.
+        needed = bytes_needed(prefix, file_size=size, max_header_size=max_header_size)
+        if needed <= len(prefix):
+            return parse_header(prefix, file_size=size, max_header_size=max_header_size)
+        prefix += bytes(store.get_range(path, start=len(prefix), end=needed))
 
 
-def _manifest_array(info: TensorInfo, node: str, url: str) -> ManifestArray:
-    metadata = ArrayV3Metadata.from_dict(array_v3(info, node))
-    shape = stored_shape(info)
+def _manifest_array(info: TensorInfo, url: str) -> ManifestArray:
+    metadata = ArrayV3Metadata.from_dict(array_metadata(info))
+    shape = array_shape(info)
     if 0 in shape:
         # A zero-size array: a chunk grid with no chunk in it.
         manifest = ChunkManifest(entries={}, shape=tuple(0 if size == 0 else 1 for size in shape))

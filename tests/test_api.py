@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import build, tensor
@@ -41,16 +44,13 @@ def test_public_names() -> None:
         "TensorTable",
         "bytes_needed",
         "DTYPE_BITS",
-        "FINDING_CODES",
+        "FINDING_KINDS",
         "Checkpoint",
         "DtypeTotal",
         "read_checkpoint",
         "encode_header",
         "update_metadata",
         "write_file",
-        "to_kerchunk",
-        "to_zarr_v3",
-        "zarr_node_name",
         "Finding",
         "audit_header",
         "KINDS",
@@ -69,7 +69,7 @@ def test_public_names() -> None:
 def test_import_pulls_in_no_optional_dependency() -> None:
     # The core and the stdlib-only consumer modules; numpy.py and virtualizarr.py are opt-in.
     code = (
-        "import sys, safetensors_header, safetensors_header._zarr, safetensors_header._ranges; "
+        "import sys, safetensors_header, safetensors_header.zarr, safetensors_header._ranges; "
         "print(sorted(m for m in ('numpy', 'safetensors', 'zarr', 'fsspec', 'hypothesis', "
         "'virtualizarr', 'ml_dtypes', 'xarray', 'obstore', 'kerchunk') if m in sys.modules))"
     )
@@ -241,3 +241,73 @@ def test_file_size_and_buffer_checks() -> None:
         parse_header(FILE, file_size=10.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="C-contiguous"):
         parse_header(memoryview(FILE)[::2])
+
+
+def test_adapters_are_submodules_imported_only_when_used() -> None:
+    code = (
+        "import json, sys, safetensors_header; "
+        "print(json.dumps([m for m in sys.modules if m.startswith('safetensors_header.')]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert loaded.isdisjoint(
+        {
+            "safetensors_header.zarr",
+            "safetensors_header.numpy",
+            "safetensors_header.virtualizarr",
+            "safetensors_header._audit",
+            "safetensors_header._checkpoint",
+            "safetensors_header._writer",
+        }
+    )
+    assert "safetensors_header._parser" in loaded  # the scan saw the package's modules
+    for moved in ("to_kerchunk", "to_zarr_v3", "zarr_node_name", "FINDING_CODES"):
+        assert not hasattr(safetensors_header, moved)
+
+
+def _checkpoint_with_a_problem(folder: Path) -> safetensors_header.Checkpoint:
+    from test_checkpoint import write
+
+    return safetensors_header.read_checkpoint(write(folder, metadata={"total_size": 1}))
+
+
+def test_lazy_classes_say_they_are_top_level_and_pickle(tmp_path: Path) -> None:
+    from safetensors_header import Checkpoint, DtypeTotal, Finding
+
+    assert {cls.__module__ for cls in (Checkpoint, DtypeTotal, Finding)} == {"safetensors_header"}
+    sharded = _checkpoint_with_a_problem(tmp_path)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "model.safetensors").write_bytes(FILE)
+    single = safetensors_header.read_checkpoint(tmp_path / "one")
+    values = (sharded, single, *sharded.problems, *sharded.by_dtype().values())
+    for value, protocol in itertools.product(values, range(2, pickle.HIGHEST_PROTOCOL + 1)):
+        again = pickle.loads(pickle.dumps(value, protocol))
+        assert type(again) is type(value)
+        assert again == value
+    copy: Checkpoint = pickle.loads(pickle.dumps(sharded))
+    assert copy.problems[0].kind == "TotalSize"
+    with pytest.raises(TypeError):
+        copy.tensors["x"] = copy.tensors["head"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        copy.files["x"] = copy.files["model-00001-of-00002.safetensors"]  # type: ignore[index]
+
+
+def test_reprs_are_compact(tmp_path: Path) -> None:
+    from safetensors_header import DtypeTotal, Finding
+
+    sharded = _checkpoint_with_a_problem(tmp_path)
+    assert repr(sharded) == "<Checkpoint 2 files, 4 tensors, 1 problem>"
+    assert repr(sharded.by_dtype()["BF16"]) == "<DtypeTotal 2 tensors, numel=8, nbytes=16>"
+    assert repr(DtypeTotal(1, 2_000_000, 4_000_000)) == (
+        "<DtypeTotal 1 tensor, numel=2,000,000, nbytes=4,000,000>"
+    )
+    assert repr(Finding("Padding", "short")) == "<Finding Padding: short>"
+    long = repr(Finding("DuplicateTensor", "x" * 10_000, "x" * 10_000))
+    assert long.startswith("<Finding DuplicateTensor: xxx")
+    assert long.endswith("...>")
+    assert len(long) < 120
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "model.safetensors").write_bytes(FILE)
+    single = safetensors_header.read_checkpoint(tmp_path / "one")
+    assert repr(single) == "<Checkpoint 1 file, 3 tensors>"
+    assert repr(read_header(FILE)).startswith("<Header 3 tensors, header_size=")

@@ -12,7 +12,7 @@ import pytest
 from helpers import build, tensor
 
 from safetensors_header import HeaderError
-from safetensors_header._checkpoint import read_checkpoint
+from safetensors_header._checkpoint import DtypeTotal, by_dtype, read_checkpoint
 
 
 def shard(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
@@ -63,18 +63,24 @@ def test_a_consistent_checkpoint(tmp_path: Path) -> None:
         assert checkpoint.metadata == {"total_size": 51}
         assert list(checkpoint.tensors) == ["embed", "l0.w", "l1.w", "head"]
         assert checkpoint.problems == ()
-        assert checkpoint.parameters == 8 + 4 + 4 + 3
+        assert checkpoint.numel == 8 + 4 + 4 + 3
         assert checkpoint.nbytes == 51
         totals = checkpoint.by_dtype()
         assert list(totals) == ["BF16", "F32", "U8"]
-        assert (totals["BF16"].tensors, totals["BF16"].parameters, totals["BF16"].nbytes) == (
-            2,
-            8,
-            16,
-        )
+        assert (totals["BF16"].tensors, totals["BF16"].numel, totals["BF16"].nbytes) == (2, 8, 16)
         head = checkpoint.tensors["head"]
         data = (tmp_path / checkpoint.weight_map["head"]).read_bytes()
         assert len(data[head.start : head.end]) == 3
+
+
+def test_by_dtype_of_any_tensors(tmp_path: Path) -> None:
+    checkpoint = read_checkpoint(write(tmp_path))
+    assert by_dtype(checkpoint.tensors.values()) == checkpoint.by_dtype()
+    assert by_dtype(checkpoint.files["model-00001-of-00002.safetensors"].tensors.values()) == {
+        "BF16": DtypeTotal(tensors=1, numel=4, nbytes=8),
+        "F32": DtypeTotal(tensors=1, numel=8, nbytes=32),
+    }
+    assert by_dtype([]) == {}
 
 
 def test_a_single_file_and_a_directory_holding_one(tmp_path: Path) -> None:
@@ -141,7 +147,7 @@ def test_unlisted_tensor_and_total_size_are_problems_or_errors(tmp_path: Path) -
     del weight_map["l1.w"]
     index = write(tmp_path, weight_map=weight_map, metadata={"total_size": 50})
     checkpoint = read_checkpoint(index)
-    assert [problem.code for problem in checkpoint.problems] == ["unlisted-tensor", "total-size"]
+    assert [problem.kind for problem in checkpoint.problems] == ["UnlistedTensor", "TotalSize"]
     assert checkpoint.problems[0].tensor == "l1.w"
     assert "l1.w" in checkpoint.tensors
     with pytest.raises(HeaderError, match="total_size") as info:

@@ -122,12 +122,12 @@ def test_inspect_json_totals_sort_and_filter() -> None:
     ]
     assert document["totals"] == {
         "tensors": 3,
-        "parameters": 80,
-        "bytes": 160,
+        "numel": 80,
+        "nbytes": 160,
         "by_dtype": {
-            "F16": {"tensors": 1, "parameters": 32, "bytes": 64},
-            "F32": {"tensors": 1, "parameters": 16, "bytes": 64},
-            "I8": {"tensors": 1, "parameters": 32, "bytes": 32},
+            "F16": {"tensors": 1, "numel": 32, "nbytes": 64},
+            "F32": {"tensors": 1, "numel": 16, "nbytes": 64},
+            "I8": {"tensors": 1, "numel": 32, "nbytes": 32},
         },
     }
 
@@ -161,7 +161,7 @@ def test_validate_strict(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         f"{TINY}: ok (7 tensors)",
-        f"{odd}: strict: array-form: tensor 'a' is written as an array (+3 more)",
+        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array (+3 more)",
     ]
     assert run("validate", str(odd)).returncode == 0  # the reference accepts it
 
@@ -193,7 +193,7 @@ def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_p
     path.write_bytes(build({"n" * 300: tensor("U8", [1], 0, 1)}, 1))
     monkeypatch.setattr(_cli.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
     out = Terminal()
-    args = _cli._parser().parse_args(["inspect", str(path)])
+    args = _cli._argument_parser().parse_args(["inspect", str(path)])
     assert _cli._inspect(args, out) == 0
     row = next(line for line in out.getvalue().splitlines() if line.startswith("nnn"))
     assert len(row) <= 80
@@ -215,7 +215,7 @@ def test_inspect_and_validate_a_sharded_checkpoint(tmp_path: Path) -> None:
         "model-00002-of-00002.safetensors",
     ]
     assert document["tensors"][3]["file"] == "model-00002-of-00002.safetensors"
-    assert document["totals"]["bytes"] == 51
+    assert document["totals"]["nbytes"] == 51
     assert document["problems"] == []
     result = run("validate", "--strict", str(tmp_path), str(index))
     assert result.returncode == 0
@@ -250,3 +250,48 @@ def test_inspect_a_url(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_totals_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
+    # The text says "parameters" and "bytes"; the --json keys are numel and nbytes.
+    assert main(["inspect", TINY]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "total: 7 tensors, 94 parameters, 235 bytes" in lines
+    assert "dtype  tensors  parameters  bytes" in lines
+    summary = lines[lines.index("dtype  tensors  parameters  bytes") + 1 :]
+    assert [line.split() for line in summary] == [
+        ["BOOL", "1", "3", "3"],
+        ["F16", "1", "32", "64"],
+        ["F32", "2", "20", "80"],
+        ["F64", "1", "1", "8"],
+        ["I64", "1", "6", "48"],
+        ["I8", "1", "32", "32"],
+    ]
+
+
+def test_validate_json_findings_carry_their_kind(tmp_path: Path) -> None:
+    from safetensors_header import FINDING_KINDS, audit_header
+
+    odd = tmp_path / "odd.safetensors"
+    odd.write_bytes(build('{"a":["U8",[1],[0,1]],"a":["U8",[1],[0,1]]}', 1))
+    result = run("validate", "--json", "--strict", str(odd))
+    assert result.returncode == 1
+    (verdict,) = map(json.loads, result.stdout.splitlines())
+    expected = audit_header(odd.read_bytes())
+    assert verdict["findings"] == [
+        {"kind": f.kind, "message": f.message, "tensor": f.tensor} for f in expected
+    ]
+    assert {finding["kind"] for finding in verdict["findings"]} <= set(FINDING_KINDS)
+    assert verdict["findings"][0]["kind"] == "ArrayForm"
+
+
+def test_checkpoint_problems_carry_their_kind(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    index = write(tmp_path, metadata={"total_size": 50})
+    document = json.loads(run("inspect", "--json", str(index)).stdout)
+    assert [problem["kind"] for problem in document["problems"]] == ["TotalSize"]
+    assert set(document["problems"][0]) == {"kind", "message", "tensor"}
+    assert document["totals"]["numel"] == 19
+    text = run("inspect", str(index)).stdout.splitlines()
+    assert any(line.startswith("problem: TotalSize: the index's total_size is 50") for line in text)

@@ -22,8 +22,8 @@ from virtualizarr.parsers import KerchunkJSONParser  # noqa: E402
 from virtualizarr.parsers.typing import Parser  # noqa: E402
 
 from safetensors_header import HeaderError, read_header  # noqa: E402
-from safetensors_header._zarr import to_kerchunk, zarr_node_name  # noqa: E402
 from safetensors_header.virtualizarr import SafetensorsParser  # noqa: E402
+from safetensors_header.zarr import node_name, to_kerchunk  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +65,9 @@ def test_virtual_dataset(numeric: tuple[Path, dict[str, Any]]) -> None:
     header = read_header(path)
     vds = open_virtual_dataset(path.as_uri(), registry=_registry(), parser=SafetensorsParser())
     assert vds.attrs == {"format": "np", "step": "42"}
-    assert sorted(vds.data_vars) == sorted(zarr_node_name(name) for name in expected)
+    assert sorted(vds.data_vars) == sorted(node_name(name) for name in expected)
     for name, array in expected.items():
-        node = zarr_node_name(name)
+        node = node_name(name)
         variable = vds[node]
         assert isinstance(variable.data, ManifestArray)
         assert variable.dims == tuple(f"{node}/{i}" for i in range(array.ndim))
@@ -91,12 +91,12 @@ def test_virtual_dataset(numeric: tuple[Path, dict[str, Any]]) -> None:
 
 def test_loaded_variables_equal_the_reference(numeric: tuple[Path, dict[str, Any]]) -> None:
     path, expected = numeric
-    names = [zarr_node_name(name) for name in expected]
+    names = [node_name(name) for name in expected]
     dataset = open_virtual_dataset(
         path.as_uri(), registry=_registry(), parser=SafetensorsParser(), loadable_variables=names
     )
     for name, array in expected.items():
-        _assert_same(dataset[zarr_node_name(name)].values, array)
+        _assert_same(dataset[node_name(name)].values, array)
 
 
 def test_manifest_store_opens_as_zarr(numeric: tuple[Path, dict[str, Any]]) -> None:
@@ -106,7 +106,7 @@ def test_manifest_store_opens_as_zarr(numeric: tuple[Path, dict[str, Any]]) -> N
     assert isinstance(store, ManifestStore)
     group = zarr.open_group(store, mode="r", zarr_format=3)
     for name, array in expected.items():
-        _assert_same(group[zarr_node_name(name)][...], array)
+        _assert_same(group[node_name(name)][...], array)
 
 
 def test_exotic_dtypes_are_their_bits(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_our_kerchunk_references_through_virtualizarr(
     refs_path.write_text(json.dumps(to_kerchunk(read_header(path), path.as_uri())))
     # VirtualiZarr 2.5.1's kerchunk translator gives a 0-d array's chunk "0" (the Zarr v2 key
     # of a scalar's chunk, which kerchunk writes too) a 1-d grid, and then cannot load it.
-    names = [zarr_node_name(name) for name, array in expected.items() if array.ndim]
+    names = [node_name(name) for name, array in expected.items() if array.ndim]
     parser = KerchunkJSONParser()
     dataset = open_virtual_dataset(
         refs_path.as_uri(), registry=_registry(), parser=parser, loadable_variables=names
@@ -213,4 +213,32 @@ def test_our_kerchunk_references_through_virtualizarr(
     assert dataset.attrs == {"format": "np", "step": "42"}
     for name, array in expected.items():
         if array.ndim:
-            _assert_same(dataset[zarr_node_name(name)].values, array)
+            _assert_same(dataset[node_name(name)].values, array)
+
+
+def test_a_short_header_takes_one_read_and_an_empty_file_none(tmp_path: Path) -> None:
+    path = tmp_path / "small.safetensors"
+    path.write_bytes(build({"w": tensor("U8", [3], 0, 3)}, b"abc"))
+    store = _CountingStore()
+    registry = ObjectStoreRegistry({"file://": store})
+    SafetensorsParser()(path.as_uri(), registry)
+    assert store.ranges == [(0, None, path.stat().st_size)]  # the whole (small) file
+    path.write_bytes(b"")
+    store.ranges.clear()
+    with pytest.raises(HeaderError) as caught:
+        SafetensorsParser()(path.as_uri(), registry)
+    assert caught.value.kind == "HeaderTooSmall"
+    assert store.ranges == []
+
+
+def test_a_bad_length_prefix_is_judged_on_the_first_read(tmp_path: Path) -> None:
+    path = tmp_path / "lfs.safetensors"
+    path.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n")
+    store = _CountingStore()
+    registry = ObjectStoreRegistry({"file://": store})
+    with pytest.raises(HeaderError) as caught:
+        SafetensorsParser()(path.as_uri(), registry)
+    assert caught.value.kind == "HeaderTooLarge"
+    assert caught.value.hint is not None
+    assert "git lfs pull" in caught.value.hint
+    assert len(store.ranges) == 1

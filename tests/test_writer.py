@@ -177,11 +177,11 @@ def test_same_bytes_as_the_reference(
     tmp_path: Path, tensors: Tensors, metadata: dict[str, str] | None
 ) -> None:
     expected = reference_bytes(tensors, metadata)
-    head = encode_header(shapes_of(tensors), metadata)
+    head = encode_header(shapes_of(tensors), metadata=metadata)
     assert head == expected[: len(head)]
     assert len(head) == 8 + int.from_bytes(expected[:8], "little")
     path = tmp_path / "model.safetensors"
-    header = write_file(path, tensors, metadata)
+    header = write_file(path, tensors, metadata=metadata)
     assert path.read_bytes() == expected
     assert read_header(path) == header
     assert listing(tmp_path) == ["model.safetensors"]
@@ -198,7 +198,7 @@ def test_same_file_as_the_reference_with_more_metadata_keys(
     # The reference writes metadata keys in hash-map order; we write the mapping's order.
     expected = reference_bytes(tensors, metadata)
     path = tmp_path / "model.safetensors"
-    header = write_file(path, tensors, metadata)
+    header = write_file(path, tensors, metadata=metadata)
     ours = path.read_bytes()
     theirs = parse_header(expected, file_size=len(expected))
     assert header == theirs
@@ -214,7 +214,7 @@ def test_every_dtype_reads_back(
     tmp_path: Path, tensors: Tensors, metadata: dict[str, str] | None
 ) -> None:
     path = tmp_path / "model.safetensors"
-    header = write_file(path, tensors, metadata)
+    header = write_file(path, tensors, metadata=metadata)
     data = path.read_bytes()
     assert read_header(path) == header == read_header(data)
     assert header.metadata == metadata
@@ -223,7 +223,7 @@ def test_every_dtype_reads_back(
     for name, (dtype, shape, content) in tensors.items():
         info = header.tensors[name]
         assert (info.dtype, info.shape, data[info.start : info.end]) == (dtype, shape, content)
-    layout = parse_header(encode_header(shapes_of(tensors), metadata))
+    layout = parse_header(encode_header(shapes_of(tensors), metadata=metadata))
     assert (layout.tensors, layout.header_size) == (header.tensors, header.header_size)
     assert reference_kind(data) is None
     assert reference_header(data) == tensors
@@ -247,7 +247,7 @@ def test_all_dtypes_in_one_file(tmp_path: Path) -> None:
 
 
 def test_empty_metadata_without_tensors_avoids_the_reference_bug(tmp_path: Path) -> None:
-    ours = encode_header({}, {})
+    ours = encode_header({}, metadata={})
     assert ours == FIXED
     assert read_header(ours).metadata == {}
     assert reference_kind(ours) is None
@@ -260,7 +260,7 @@ def test_empty_metadata_without_tensors_avoids_the_reference_bug(tmp_path: Path)
     assert caught.value.kind == "InvalidHeaderDeserialization"
 
     path = tmp_path / "empty.safetensors"
-    write_file(path, {}, {})
+    write_file(path, {}, metadata={})
     assert path.read_bytes() == ours
     update_metadata(path, None)  # in place: N stays 24
     assert path.read_bytes() == b"\x18\0\0\0\0\0\0\0{}" + b" " * 22
@@ -271,7 +271,9 @@ def test_empty_metadata_without_tensors_avoids_the_reference_bug(tmp_path: Path)
 
 
 def test_offsets_come_from_parsing_the_encoded_header() -> None:
-    encoded = encode_header({"b": ("F32", [2]), "a": ("I64", []), "c": ("F4", [6])}, {"k": "v"})
+    encoded = encode_header(
+        {"b": ("F32", [2]), "a": ("I64", []), "c": ("F4", [6])}, metadata={"k": "v"}
+    )
     layout = parse_header(encoded)
     assert list(layout.tensors) == ["a", "b", "c"]
     assert [t.data_offsets for t in layout.tensors.values()] == [(0, 8), (8, 16), (16, 19)]
@@ -389,10 +391,10 @@ def test_encode_header_rejects_what_no_reader_opens(
     match: str | None,
 ) -> None:
     if kind is None:
-        assert parse_header(encode_header(tensors, metadata)).data_size == 2**61 - 1
+        assert parse_header(encode_header(tensors, metadata=metadata)).data_size == 2**61 - 1
         return
     with pytest.raises(HeaderError, match=match) as caught:
-        encode_header(tensors, metadata)
+        encode_header(tensors, metadata=metadata)
     assert caught.value.kind == kind
     # The tensor at fault is named; a fault in the metadata or in the total names none.
     at_fault = next(iter(tensors)) if len(tensors) == 1 and metadata is None else None
@@ -402,9 +404,9 @@ def test_encode_header_rejects_what_no_reader_opens(
 def test_header_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
     assert writer_module._MAX_HEADER_SIZE == MAX_HEADER_SIZE == 10**8  # the reference's limit
     monkeypatch.setattr(writer_module, "_MAX_HEADER_SIZE", 64)
-    encode_header({}, {"k": "v" * 39})  # 64 bytes: fits
+    encode_header({}, metadata={"k": "v" * 39})  # 64 bytes: fits
     with pytest.raises(HeaderError, match="would be 72 bytes, above the limit of 64") as caught:
-        encode_header({}, {"k": "v" * 40})
+        encode_header({}, metadata={"k": "v" * 40})
     assert caught.value.kind == "HeaderTooLarge"
 
 
@@ -441,7 +443,25 @@ def test_header_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_wrong_python_types_are_type_errors(tensors: Any, metadata: Any, match: str) -> None:
     with pytest.raises(TypeError, match=match):
-        encode_header(tensors, metadata)
+        encode_header(tensors, metadata=metadata)
+
+
+def test_options_are_keyword_only(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="positional"):
+        encode_header({}, {"k": "v"})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="positional"):
+        write_file(tmp_path / "f.safetensors", {}, {"k": "v"})  # type: ignore[call-arg]
+    assert not (tmp_path / "f.safetensors").exists()
+    path = tmp_path / "g.safetensors"
+    write_file(path, {}, metadata={"k": "v"})
+    with pytest.raises(TypeError, match="positional"):
+        update_metadata(path, {"k": "w"}, False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="positional-only"):
+        update_metadata(path=path, metadata={"k": "w"})  # type: ignore[call-arg]
+    # metadata: positional or keyword.
+    assert update_metadata(path, {"k": "w"}).metadata == {"k": "w"}
+    assert update_metadata(path, metadata={"k": "x"}, in_place=False).metadata == {"k": "x"}
+    assert read_header(path).metadata == {"k": "x"}
 
 
 @pytest.mark.parametrize(
@@ -762,7 +782,7 @@ def test_update_metadata_rewrite_leaves_the_original_on_failure(
     path = tmp_path / "model.safetensors"
     _reference_file(path, {"format": "pt"})
     before = path.read_bytes()
-    monkeypatch.setattr(writer_module, "_CHUNK", 5)
+    monkeypatch.setattr(writer_module, "_COPY_CHUNK", 5)
     # The header, then two chunks of data, then the next write fails half-way.
     monkeypatch.setattr(writer_module, "_write_all", _failing_write(3, KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
@@ -776,7 +796,7 @@ def test_update_metadata_copies_the_data_in_chunks(
 ) -> None:
     path = tmp_path / "model.safetensors"
     tensors = _reference_file(path, None)
-    monkeypatch.setattr(writer_module, "_CHUNK", 7)
+    monkeypatch.setattr(writer_module, "_COPY_CHUNK", 7)
     update_metadata(path, {"note": "x" * 50})
     assert path.read_bytes() == reference_bytes(tensors, {"note": "x" * 50})
 

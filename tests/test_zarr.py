@@ -1,4 +1,4 @@
-"""Kerchunk references and Zarr v3 metadata, read back by fsspec, zarr and xarray."""
+"""Zarr v2 and v3 metadata and kerchunk references, read back by fsspec, zarr and xarray."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from helpers import build, reference_header, tensor
 
-from safetensors_header import Header, parse_header, read_header
-from safetensors_header._zarr import to_kerchunk, to_zarr_v3, zarr_node_name
+from safetensors_header import DTYPES, Header, TensorInfo, parse_header, read_header
+from safetensors_header.zarr import array_metadata, array_shape, node_name, to_kerchunk, to_zarr
 
 # Names Zarr would misread: a "/" makes a group, a leading "." or "__" is reserved,
 # "zarr.json" is the group's own key, and "%" is the escape character.
@@ -58,11 +58,11 @@ def _header(data: bytes) -> Header:
     ],
 )
 def test_node_names(name: str, key: str) -> None:
-    assert zarr_node_name(name) == key
+    assert node_name(name) == key
 
 
 def _decode(key: str) -> str:
-    """The inverse of zarr_node_name, to show that no two names share a key."""
+    """The inverse of node_name, to show that no two names share a key."""
     if key == "%":
         return ""
     for prefix, first in (("%2E", "."), ("%5F", "_"), ("%7A", "z")):
@@ -81,7 +81,7 @@ def test_node_names_are_reversible_and_safe() -> None:
     @hypothesis.settings(max_examples=400, derandomize=True, database=None, deadline=None)
     @hypothesis.given(st.text(alphabet, max_size=12) | st.sampled_from(AWKWARD_NAMES))
     def check(name: str) -> None:
-        key = zarr_node_name(name)
+        key = node_name(name)
         assert _decode(key) == name
         assert "/" not in key
         assert key
@@ -150,7 +150,7 @@ def test_kerchunk_dtypes_and_edge_cases() -> None:
 
 def test_zarr_v3_documents() -> None:
     data = build({"bf/16": tensor("BF16", [2], 0, 4), "u": tensor("U8", [], 4, 5)}, 5)
-    documents = to_zarr_v3(_header(data))
+    documents = to_zarr(_header(data))
     assert documents["zarr.json"] == {"zarr_format": 3, "node_type": "group", "attributes": {}}
     assert documents["bf%2F16/zarr.json"] == {
         "zarr_format": 3,
@@ -169,6 +169,79 @@ def test_zarr_v3_documents() -> None:
     assert sorted(refs) == ["bf%2F16/c/0", "bf%2F16/zarr.json", "u/c", "u/zarr.json", "zarr.json"]
     with pytest.raises(ValueError, match="zarr_format must be 2 or 3"):
         to_kerchunk(_header(data), "m", zarr_format=4)  # type: ignore[arg-type]
+
+
+def test_zarr_v2_documents() -> None:
+    entries = {"w/0": tensor("F32", [2, 3], 0, 24), "s": tensor("I64", [], 24, 32)}
+    header = _header(build({"__metadata__": {"k": "v"}, **entries}, 32))
+    documents = to_zarr(header, zarr_format=2)
+    assert list(documents) == [
+        ".zgroup",
+        ".zattrs",
+        "w%2F0/.zarray",
+        "w%2F0/.zattrs",
+        "s/.zarray",
+        "s/.zattrs",
+    ]
+    assert documents[".zattrs"] == {"k": "v"}
+    assert documents["w%2F0/.zarray"] == array_metadata(header.tensors["w/0"], zarr_format=2)
+    assert documents["s/.zattrs"] == {
+        "_ARRAY_DIMENSIONS": [],
+        "safetensors_name": "s",
+        "safetensors_dtype": "I64",
+    }
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_kerchunk_holds_the_zarr_documents_and_the_chunks(zarr_format: int) -> None:
+    header = _header(EXOTIC)
+    documents = to_zarr(header, zarr_format=zarr_format)  # type: ignore[arg-type]
+    refs = to_kerchunk(header, "m", zarr_format=zarr_format)["refs"]  # type: ignore[arg-type]
+    assert {key: json.loads(refs[key]) for key in documents} == documents
+    chunks = {key: value for key, value in refs.items() if key not in documents}
+    assert sorted(value[1:] for value in chunks.values()) == sorted(
+        [info.start, info.nbytes] for info in header.tensors.values()
+    )
+
+
+# The v3 fill values, where the zero is not the integer 0.
+ZEROS: dict[str, object] = {"BOOL": False, "F16": 0.0, "F32": 0.0, "F64": 0.0, "C64": [0.0, 0.0]}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_array_metadata_of_every_dtype(dtype: str) -> None:
+    bits = DTYPES[dtype].bits
+    info = TensorInfo("t", dtype, (2, 4), 100, 100 + 8 * bits // 8, 96)
+    packed = bits % 8 != 0
+    assert array_shape(info) == ((info.nbytes,) if packed else (2, 4))
+    v3 = array_metadata(info)
+    assert v3 == array_metadata(info, zarr_format=3)
+    assert v3["data_type"] == DTYPES[dtype].zarr
+    assert v3["shape"] == list(array_shape(info))
+    zero = ZEROS.get(dtype, 0)
+    assert (v3["fill_value"], type(v3["fill_value"])) == (zero, type(zero))
+    one_byte = bits <= 8
+    assert ("configuration" in v3["codecs"][0]) is not one_byte  # the endian
+    assert ("safetensors_shape" in v3["attributes"]) is packed
+    assert v3["dimension_names"] == [f"t/{axis}" for axis in range(len(array_shape(info)))]
+    v2 = array_metadata(info, zarr_format=2)
+    assert (v2["dtype"], v2["fill_value"], v2["shape"]) == (
+        DTYPES[dtype].zarr_v2,
+        None,
+        v3["shape"],
+    )
+
+
+def test_zarr_format_must_be_2_or_3() -> None:
+    header = _header(EXOTIC)
+    info = header.tensors["bf16"]
+    for call in (
+        lambda: to_zarr(header, zarr_format=4),  # type: ignore[arg-type]
+        lambda: to_kerchunk(header, "m", zarr_format=1),  # type: ignore[arg-type]
+        lambda: array_metadata(info, zarr_format="3"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValueError, match="zarr_format must be 2 or 3"):
+            call()
 
 
 # --- read back by the real libraries -------------------------------------------------------
@@ -230,9 +303,9 @@ def test_kerchunk_through_fsspec_and_zarr(
         to_kerchunk(header, str(path), zarr_format=zarr_format), zarr_format
     )
     assert dict(group.attrs) == {"format": "np", "note": "é"}
-    assert sorted(group.array_keys()) == sorted(zarr_node_name(name) for name in expected)
+    assert sorted(group.array_keys()) == sorted(node_name(name) for name in expected)
     for name, array in expected.items():
-        z = group[zarr_node_name(name)]
+        z = group[node_name(name)]
         _assert_same(z[...], array)
         assert z.attrs["safetensors_name"] == name
 
@@ -246,7 +319,7 @@ def test_kerchunk_from_an_fsspec_memory_filesystem(numeric: tuple[Path, dict[str
         header = read_header(path)
         group, _ = _open_references(to_kerchunk(header, "memory://weights/numeric.safetensors"), 2)
         for name, array in expected.items():
-            _assert_same(group[zarr_node_name(name)][...], array)
+            _assert_same(group[node_name(name)][...], array)
     finally:
         memory.rm("/weights", recursive=True)
 
@@ -260,8 +333,8 @@ def test_kerchunk_through_xarray(numeric: tuple[Path, dict[str, Any]], zarr_form
     dataset = xarray.open_zarr(store, consolidated=False, zarr_format=zarr_format)
     assert dataset.attrs == {"format": "np", "note": "é"}
     for name, array in expected.items():
-        variable = dataset[zarr_node_name(name)]
-        assert variable.dims == tuple(f"{zarr_node_name(name)}/{i}" for i in range(array.ndim))
+        variable = dataset[node_name(name)]
+        assert variable.dims == tuple(f"{node_name(name)}/{i}" for i in range(array.ndim))
         _assert_same(variable.values, array)
 
 
@@ -304,17 +377,17 @@ def test_zarr_v3_documents_in_a_zarr_store(numeric: tuple[Path, dict[str, Any]])
     path, expected = numeric
     data = path.read_bytes()
     header = read_header(path)
-    contents = {key: json.dumps(doc).encode() for key, doc in to_zarr_v3(header).items()}
+    contents = {key: json.dumps(doc).encode() for key, doc in to_zarr(header).items()}
     for info in header.tensors.values():  # the chunks, at the keys the documents promise
         if info.numel:
             chunk = "/".join(["c"] + ["0"] * len(info.shape))
-            contents[f"{zarr_node_name(info.name)}/{chunk}"] = data[info.start : info.end]
+            contents[f"{node_name(info.name)}/{chunk}"] = data[info.start : info.end]
     store = zarr.storage.MemoryStore({k: cpu.Buffer.from_bytes(v) for k, v in contents.items()})
     group = zarr.open_group(store, mode="r", zarr_format=3)
     assert dict(group.attrs) == {"format": "np", "note": "é"}
     for name, array in expected.items():
-        z = group[zarr_node_name(name)]
+        z = group[node_name(name)]
         assert z.metadata.dimension_names == tuple(
-            f"{zarr_node_name(name)}/{i}" for i in range(array.ndim)
+            f"{node_name(name)}/{i}" for i in range(array.ndim)
         )
         _assert_same(z[...], array)
