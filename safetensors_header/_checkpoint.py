@@ -14,16 +14,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, NoReturn
-from urllib.parse import quote, urljoin, urlsplit
 
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, TensorTable
-from ._remote import FIRST_READ, RETRIES, TIMEOUT, fetch_document, redact
-from ._sources import is_url, read_header
+from ._sources import FIRST_READ, RETRIES, TIMEOUT, is_url, read_header
 
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn
+
     from ._audit import Finding
 
 __all__ = [
@@ -194,8 +194,12 @@ def read_checkpoint(
     }
     locate: Callable[[str], str | Path]
     if isinstance(source, str) and is_url(source):
+        from urllib.parse import quote, urljoin, urlsplit  # only for URLs
+
         if not urlsplit(source).path.endswith(".json"):
             return _single(urlsplit(source).path.rsplit("/", 1)[-1], read_header(source, **options))
+        from ._remote import fetch_document, redact  # the HTTP client: only for URLs
+
         raw = fetch_document(
             source, limit=_MAX_INDEX_SIZE, headers=headers, timeout=timeout, retries=retries
         )

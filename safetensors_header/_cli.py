@@ -11,16 +11,17 @@ import errno
 import fnmatch
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
 
 from ._errors import HeaderError
 from ._header import Header, TensorInfo
 from ._sources import is_url, read_header
 
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from ._audit import Finding
 
 __all__ = ["main"]
@@ -247,6 +248,18 @@ def _totals_table(totals: dict[str, Any], out: TextIO) -> None:
         _write_columns(("dtype", "tensors", "parameters", "bytes"), summary, out, right=(1, 2, 3))
 
 
+def _terminal_width(out: TextIO) -> int:
+    """COLUMNS if set (as shutil has it, without importing shutil), else the terminal's."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
 def _write_columns(
     titles: tuple[str, ...],
     rows: Sequence[tuple[str, ...]],
@@ -257,7 +270,7 @@ def _write_columns(
     """Aligned columns; on a terminal the first column is cut to fit its width."""
     widths = [max(map(len, column)) for column in zip(titles, *rows, strict=False)]
     if out.isatty():
-        room = shutil.get_terminal_size().columns - sum(widths[1:]) - 2 * (len(widths) - 1)
+        room = _terminal_width(out) - sum(widths[1:]) - 2 * (len(widths) - 1)
         widths[0] = max(12, min(widths[0], room))
     for row in (titles, *rows):
         cells = []

@@ -33,7 +33,6 @@ from urllib.parse import urlsplit, urlunsplit
 from ._errors import RemoteError
 from ._format import HEADER_LENGTH_SIZE, bytes_needed
 from ._parser import parse_header
-from ._sources import FIRST_READ, RETRIES, TIMEOUT  # re-exported for the other URL readers
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
 # and most callers never read a URL: they are imported on the first URL read (hence the
 # `noqa: PLC0415` on the imports inside functions below).
 
-__all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "fetch_document", "read_url", "redact"]
+__all__ = ["fetch_document", "read_url", "redact"]
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
 # The most bytes asked of one response.read(): http.client allocates read(n) in full

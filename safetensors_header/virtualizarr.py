@@ -31,7 +31,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from ._format import MAX_HEADER_SIZE, bytes_needed
 from ._header import Header, TensorInfo
 from ._parser import parse_header
-from ._remote import FIRST_READ
+from ._sources import FIRST_READ
 from .zarr import array_metadata, array_shape, node_name
 
 __all__ = ["SafetensorsParser"]

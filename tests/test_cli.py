@@ -191,7 +191,7 @@ def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_p
 
     path = tmp_path / "wide.safetensors"
     path.write_bytes(build({"n" * 300: tensor("U8", [1], 0, 1)}, 1))
-    monkeypatch.setattr(_cli.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
+    monkeypatch.setenv("COLUMNS", "80")
     out = Terminal()
     args = _cli._argument_parser().parse_args(["inspect", str(path)])
     assert _cli._inspect(args, out) == 0
