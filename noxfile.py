@@ -42,10 +42,10 @@ REPORTED = [
     "hypothesis",
 ]
 
+nox.needs_version = ">=2025.10.14"  # nox.options.download_python
 nox.options.sessions = ["tests", "oldest", "newest", "lint"]
 # uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
 nox.options.default_venv_backend = "uv"
-nox.options.error_on_missing_interpreters = True  # a missing Python is a failure, not a skip
 nox.options.download_python = "never"  # use the interpreters on this machine, fetch none
 
 
@@ -70,6 +70,7 @@ _put_pyenv_versions_on_path()
 
 
 def _report_versions(session: nox.Session) -> None:
+    """Print the interpreter's version and those of REPORTED that are installed."""
     code = (
         "import importlib.metadata as m, platform, sys; wanted = set(sys.argv[1:]); "
         "print('Python', platform.python_version(), *sorted(f'{d.name}=={d.version}' "
@@ -109,6 +110,9 @@ def tests(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "install", "-e", ".[test]")
         _report_versions(session)
         session.run("python", "-m", "pytest", "--cov", *session.posargs)
+        if session.posargs:  # a part of the suite cannot cover the whole core
+            session.log("coverage gate skipped: pytest was given arguments")
+            return
         # The sans-IO core must stay at 100 % branch coverage.
         session.run(
             "python",
