@@ -1,0 +1,153 @@
+"""The test matrix: every supported CPython, the oldest and the newest optional libraries, lint.
+
+    nox -s tests            # tests on 3.10, 3.11, 3.12 and 3.13
+    nox -s tests-3.11       # one of them; 3.11 is the main session (README command + coverage)
+    nox -s oldest newest    # the lowest versions pyproject.toml allows, and the newest releases
+    nox -s lint             # mypy --strict, ruff check, ruff format --check
+
+Interpreters are found on PATH as ``python3.X``; pyenv's versions are put there first, so that
+nox needs no ``pyenv init`` and never runs a pyenv shim (which fails for a version that is not
+the shell's ``pyenv global``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nox
+from packaging.requirements import Requirement
+
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+MAIN = "3.11"  # the README's test command and the coverage gate run here
+OLDEST_PYTHON = "3.11"  # the oldest Python on which every extra installs (zarr 3 needs 3.11)
+NEWEST_PYTHON = PYTHONS[-1]
+PROJECT = "safetensors_header"
+
+# Printed by every test session, so that a log says what was tested against.
+REPORTED = [
+    "numpy",
+    "ml_dtypes",
+    "zarr",
+    "fsspec",
+    "virtualizarr",
+    "obstore",
+    "obspec_utils",
+    "xarray",
+    "numcodecs",
+    "safetensors",
+    "pytest",
+    "pytest_cov",
+    "hypothesis",
+]
+
+nox.needs_version = ">=2025.10.14"  # nox.options.download_python
+nox.options.sessions = ["tests", "oldest", "newest", "lint"]
+# uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
+nox.options.default_venv_backend = "uv"
+nox.options.download_python = "never"  # use the interpreters on this machine, fetch none
+
+
+def _put_pyenv_versions_on_path() -> None:
+    """Prepend the newest pyenv build of each supported minor version to PATH."""
+    versions = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found: list[str] = []
+    for minor in PYTHONS:
+        builds = [
+            path
+            for path in versions.glob(f"{minor}.*")
+            if re.fullmatch(rf"{re.escape(minor)}\.\d+", path.name) and (path / "bin").is_dir()
+        ]
+        if builds:
+            newest = max(builds, key=lambda path: int(path.name.rsplit(".", 1)[1]))
+            found.append(str(newest / "bin"))
+    if found:
+        os.environ["PATH"] = os.pathsep.join([*found, os.environ.get("PATH", "")])
+
+
+_put_pyenv_versions_on_path()
+
+
+def _report_versions(session: nox.Session) -> None:
+    """Print the interpreter's version and those of REPORTED that are installed."""
+    code = (
+        "import importlib.metadata as m, platform, sys; wanted = set(sys.argv[1:]); "
+        "print('Python', platform.python_version(), *sorted(f'{d.name}=={d.version}' "
+        "for d in m.distributions() if d.name.lower().replace('-', '_') in wanted))"
+    )
+    session.run("python", "-c", code, *REPORTED)
+
+
+def _lower_bounds() -> list[str]:
+    """``name==X`` for every ``name>=X`` in the extras but `dev` (the linters), markers kept."""
+    extras = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]
+    pins: dict[str, str] = {}
+    for extra, requirements in extras.items():
+        if extra == "dev":
+            continue
+        for text in requirements:
+            requirement = Requirement(text)
+            if requirement.name == PROJECT:  # another extra, read on its own
+                continue
+            specs = list(requirement.specifier)
+            if len(specs) != 1 or specs[0].operator not in {">=", "=="}:
+                raise ValueError(f"{text!r}: want one lower bound (>=) or one pin (==)")
+            pin = f"{requirement.name}=={specs[0].version}"
+            if requirement.marker is not None:
+                pin += f" ; {requirement.marker}"
+            name = requirement.name.lower().replace("_", "-")
+            if pins.setdefault(name, pin) != pin:
+                raise ValueError(f"{name}: the extras disagree on its lower bound")
+    return sorted(pins.values())
+
+
+@nox.session(python=PYTHONS, venv_params=["--seed"])
+def tests(session: nox.Session) -> None:
+    """The suite; on the main Python, exactly the README's test command plus the coverage gate."""
+    if session.python == MAIN:
+        # The README's "Set-up" command, word for word (the venv is seeded with pip for it).
+        session.run("python", "-m", "pip", "install", "-e", ".[test]")
+        _report_versions(session)
+        session.run("python", "-m", "pytest", "--cov", *session.posargs)
+        if session.posargs:  # a part of the suite cannot cover the whole core
+            session.log("coverage gate skipped: pytest was given arguments")
+            return
+        # The sans-IO core must stay at 100 % branch coverage.
+        session.run(
+            "python",
+            "-m",
+            "coverage",
+            "report",
+            "--include=safetensors_header/_parser.py",
+            "--fail-under=100",
+        )
+    else:
+        session.install("-e", ".[test]")
+        _report_versions(session)
+        session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python=OLDEST_PYTHON)
+def oldest(session: nox.Session) -> None:
+    """The lowest version of every library that the extras allow, all together."""
+    session.install("-e", ".[test]", *_lower_bounds())
+    _report_versions(session)
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python=NEWEST_PYTHON)
+def newest(session: nox.Session) -> None:
+    """The newest release of everything, on the newest Python."""
+    session.install("--upgrade", "-e", ".[test]")
+    _report_versions(session)
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python=MAIN)
+def lint(session: nox.Session) -> None:
+    """mypy --strict (against the optional libraries' types), ruff check, ruff format --check."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "mypy", "--strict", PROJECT)
+    session.run("python", "-m", "ruff", "check", ".")
+    session.run("python", "-m", "ruff", "format", "--check", ".")
