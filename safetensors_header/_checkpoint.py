@@ -225,7 +225,7 @@ def read_checkpoint(
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
         headers_read = list(pool.map(lambda shard: read_header(shard, **options), shard_sources))
     files = dict(zip(shard_names, headers_read, strict=True))
-    tensors, problems = _check(files, weight_map, metadata)
+    tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
     return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems))
@@ -285,7 +285,7 @@ def _check_shard_name(name: str, where: str) -> None:
         _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
 
 
-def _check(
+def _check_against_shards(
     files: dict[str, Header], weight_map: dict[str, str], metadata: dict[str, Any] | None
 ) -> tuple[dict[str, TensorInfo], list[Finding]]:
     from ._audit import Finding  # on first use, as the audit: the import stays cheap

@@ -1,7 +1,7 @@
 """Writing headers and files, byte for byte as the reference writes them.
 
 The layout is the reference's (``prepare`` and ``impl Serialize for Metadata`` in
-``safetensors/src/tensor.rs``; format-rules.md section 5): tensors ordered by dtype, largest
+``safetensors/src/tensor.rs``; docs/format.md §7): tensors ordered by dtype, largest
 enum value first, then by name; data offsets packed from 0; compact JSON with
 ``__metadata__`` first; spaces up to a multiple of 8 bytes.
 

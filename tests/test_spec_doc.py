@@ -138,3 +138,25 @@ def test_numbering_and_anchors(doc: str, sections: list[Section]) -> None:
 def test_sections_named_by_the_table_exist(sections: list[Section]) -> None:
     numbers = {section.number for section in sections}
     assert {rule.section for rule in RULES} <= numbers
+
+
+_NAMED = re.compile(r"`(_?\w+)\.(\w+)`")
+
+
+def test_every_implementing_function_exists(doc: str) -> None:
+    """Each `module.name` on an "implemented by" line is a name in that package module."""
+    import importlib
+
+    named = [match for line in _IMPLEMENTED.findall(doc) for match in _NAMED.findall(line)]
+    assert len(named) >= 55
+    missing = []
+    for module, name in named:
+        try:
+            found = importlib.import_module(f"safetensors_header.{module}")
+        except ImportError:
+            missing.append(f"{module}.{name}")
+            continue
+        if not hasattr(found, name):
+            missing.append(f"{module}.{name}")
+    assert not missing, f"docs/format.md names functions that do not exist: {missing}"
+    assert "TBD" not in "".join(_IMPLEMENTED.findall(doc))
