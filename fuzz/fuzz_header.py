@@ -72,10 +72,56 @@ def test_one_input(data: bytes) -> None:
     if HAVE_REFERENCE:
         expected = reference_kind(data)
         if expected != kind:
-            # Same range twice: the reference's kind may vary from call to call.
+            # Tensors on one range: the reference walks them in its hash map's order, which
+            # varies from call to call (docs/format.md §6). Every order it could take is one
+            # order of the tied entries in the JSON for us (we keep ties in header order).
             seen = {expected, *(reference_kind(data) for _ in range(16))}
-            assert kind in seen, (data, kind, seen)
-            assert seen <= _LAYOUT_KINDS | {kind}, (data, kind, seen)
+            possible = tie_verdicts(data)
+            assert possible is not None, (data, kind, seen)  # no tie: a real difference
+            assert kind in possible, (data, kind, possible)
+            assert seen <= possible, (data, seen, possible)
+
+
+def tie_verdicts(data: bytes) -> set[str | None] | None:
+    """Our verdicts over every order of the entries that share a (begin, end); None if none do.
+
+    Only for files whose JSON reads (it then only reaches the layout checks), with at most
+    720 orders to try.
+    """
+    size = int.from_bytes(data[:8], "little")
+    try:
+        top = json.loads(data[8 : 8 + size])
+        entries = [(k, v) for k, v in top.items() if k != "__metadata__"]
+        span = {k: tuple(v["data_offsets"] if isinstance(v, dict) else v[2]) for k, v in entries}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return None  # not a file whose verdict is a layout kind
+    metadata = {k: v for k, v in top.items() if k == "__metadata__"}
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for position, (name, _) in enumerate(entries):
+        groups.setdefault(span[name], []).append(position)
+    tied = [members for members in groups.values() if len(members) > 1]
+    if not tied:
+        return None
+    orders = list(itertools.product(*(itertools.permutations(members) for members in tied)))
+    if len(orders) > 720:
+        return _LAYOUT_KINDS | {None}  # too many to try: any layout kind is possible
+    kinds: set[str | None] = set()
+    for choice in orders:
+        placed = list(range(len(entries)))
+        for members, permuted in zip(tied, choice, strict=True):
+            for slot, source in zip(members, permuted, strict=True):
+                placed[slot] = source
+        body = json.dumps({**metadata, **dict(entries[i] for i in placed)}).encode()
+        body += b" " * (-len(body) % 8)  # keep N a multiple of 8 only if it was; size adjusts
+        rest = data[8 + size :]
+        kinds.add(
+            verdict(
+                lambda body=body, rest=rest: parse_header(
+                    struct.pack("<Q", len(body)) + body + rest, file_size=8 + len(body) + len(rest)
+                )
+            )[0]
+        )
+    return kinds
 
 
 def check_paths_agree(data: bytes) -> None:
