@@ -26,14 +26,8 @@ if TYPE_CHECKING:
 
     from ._audit import Finding
 
-__all__ = [
-    "INDEX_NAMES",
-    "SINGLE_NAMES",
-    "Checkpoint",
-    "DtypeTotal",
-    "by_dtype",
-    "read_checkpoint",
-]
+__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
+__all__ += ["by_dtype", "read_checkpoint"]
 
 #: Index file names looked for in a directory, in this order.
 INDEX_NAMES: Final = (

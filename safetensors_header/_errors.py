@@ -77,12 +77,9 @@ class HeaderError(ValueError):
         hint: str | None = None,
     ) -> None:
         super().__init__(message if hint is None else f"{message}. Hint: {hint}")
-        self.kind = kind
-        self.message = message
-        self.tensor = tensor
-        self.offset = offset
-        self.needed = needed
-        self.hint = hint
+        self.kind, self.message, self.hint = kind, message, hint
+        # Where the fault is, and (for a prefix that ends too early) how many bytes would do.
+        self.tensor, self.offset, self.needed = tensor, offset, needed
 
     def __repr__(self) -> str:
         return f"HeaderError({self.kind!r}, {self.message!r})"

@@ -18,23 +18,14 @@ from ._errors import HeaderError
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Final
+    from typing import Final, TypeAlias
 
-__all__ = [
-    "DTYPES",
-    "DTYPE_BITS",
-    "HEADER_LENGTH_SIZE",
-    "MAX_HEADER_SIZE",
-    "METADATA_KEY",
-    "TENSOR_FIELDS",
-    "U64_MAX",
-    "Dtype",
-    "bytes_needed",
-    "header_past_the_end",
-    "header_too_large",
-    "header_too_small",
-    "length_fault",
-]
+    #: What the sans-IO functions read: any buffer of bytes (an mmap too).
+    Buffer: TypeAlias = bytes | bytearray | memoryview
+
+__all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
+__all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]
+__all__ += ["header_past_the_end", "header_too_large", "header_too_small"]
 
 HEADER_LENGTH_SIZE: Final = 8  # the little-endian u64 N that opens every file (§1.1)
 MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.4)
@@ -158,11 +149,7 @@ def _dtype_named(name: str) -> Dtype:
 
 
 def bytes_needed(
-    prefix: bytes | bytearray | memoryview,
-    /,
-    *,
-    file_size: int | None = None,
-    max_header_size: int = MAX_HEADER_SIZE,
+    prefix: Buffer, /, *, file_size: int | None = None, max_header_size: int = MAX_HEADER_SIZE
 ) -> int:
     """How many bytes from the start of the file reading its header takes.
 

@@ -136,12 +136,8 @@ class TensorTable(Mapping[str, TensorInfo]):
     ) -> None:
         # Columns in offset order, begins and ends relative to the data buffer, names
         # distinct; `rows` (name -> row), when the caller has it already.
-        self._names = names
-        self._dtypes = dtypes
-        self._shapes = shapes
-        self._begins = begins
-        self._ends = ends
-        self._data_start = data_start
+        self._names, self._dtypes, self._shapes = names, dtypes, shapes
+        self._begins, self._ends, self._data_start = begins, ends, data_start
         self._rows = rows
 
     @classmethod
@@ -313,11 +309,8 @@ class _HeaderBuilder:
         data_size: int,
         file_size: int | None,
     ) -> None:
-        self.tensors = tensors
-        self.metadata = metadata
-        self.header_size = header_size
-        self.data_size = data_size
-        self.file_size = file_size
+        self.tensors, self.metadata = tensors, metadata
+        self.header_size, self.data_size, self.file_size = header_size, data_size, file_size
         self.__class__ = Header  # type: ignore[assignment]
 
 

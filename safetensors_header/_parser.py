@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
     from typing import Any, Final, NoReturn, TypeVar
 
+    from ._format import Buffer
     from ._header import Header
 
     _T = TypeVar("_T")
@@ -76,11 +77,7 @@ _Entry = tuple[str, list[int], int, int]  # dtype, shape, begin, end
 
 
 def parse_header(
-    prefix: bytes | bytearray | memoryview,
-    /,
-    *,
-    file_size: int | None = None,
-    max_header_size: int = MAX_HEADER_SIZE,
+    prefix: Buffer, /, *, file_size: int | None = None, max_header_size: int = MAX_HEADER_SIZE
 ) -> Header:
     """Parse and validate a safetensors header from bytes that start at file offset 0.
 
@@ -1103,12 +1100,9 @@ def _check_size_in_bits(name: str, dtype: str, shape: _Shape, count: int) -> int
     """§5.6: the element count times the dtype's bits, in 64 bits; the size in bits."""
     bits = count * DTYPE_BITS[dtype]
     if bits > U64_MAX:
-        _fail(
-            "ValidationOverflow",
-            f"tensor {name!r}: the size in bits of {dtype} x {_shown_shape(shape)} "
-            "overflows 64 bits",
-            tensor=name,
-        )
+        shown = f"{dtype} x {_shown_shape(shape)}"
+        message = f"tensor {name!r}: the size in bits of {shown} overflows 64 bits"
+        _fail("ValidationOverflow", message, tensor=name)
     return bits
 
 
@@ -1142,13 +1136,6 @@ def _shown_shape(shape: Sequence[int]) -> str:
     return f"[{', '.join(map(str, shape))}]"
 
 
-def _fail(
-    kind: str,
-    message: str,
-    *,
-    tensor: str | None = None,
-    offset: int | None = None,
-    needed: int | None = None,
-    hint: str | None = None,
-) -> NoReturn:
-    raise HeaderError(kind, message, tensor=tensor, offset=offset, needed=needed, hint=hint)
+def _fail(kind: str, message: str, **context: Any) -> NoReturn:
+    """Raise the verdict (`context`: HeaderError's tensor, offset, needed, hint)."""
+    raise HeaderError(kind, message, **context)
