@@ -1,0 +1,61 @@
+"""The README's Python examples run as written (those that need no network or model files)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+# Examples that need what a test machine does not have: the network, a real checkpoint.
+ELSEWHERE = ('"https://', "Llama-3-8B/")
+NEEDS = ("zarr", "fsspec", "virtualizarr", "numpy")
+
+
+def test_the_readme_has_examples() -> None:
+    assert len(BLOCKS) >= 8
+
+
+def runnable() -> list[object]:
+    cases = []
+    for number, block in enumerate(BLOCKS, 1):
+        reason = next((f"needs {word}" for word in ELSEWHERE if word in block), None)
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        cases.append(pytest.param(block, id=f"block-{number}", marks=marks))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding tests/data/tiny.safetensors, where the examples run in order."""
+    where = tmp_path_factory.mktemp("readme")
+    (where / "tests" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "data" / "tiny.safetensors", where / "tests" / "data")
+    return where
+
+
+@pytest.mark.parametrize("block", runnable())
+def test_example_runs(block: str, workdir: Path) -> None:
+    for module in NEEDS:
+        imported = re.search(rf"^\s*(from|import) {module}\b", block, re.MULTILINE)
+        if imported and importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    if 'read_header("model.safetensors")' in block and not (workdir / "model.safetensors").exists():
+        # The first example reads the file the writing example makes.
+        writing = next(b for b in BLOCKS if "write_file(" in b)
+        subprocess.run([sys.executable, "-c", writing], cwd=workdir, check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
