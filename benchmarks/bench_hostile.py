@@ -3,22 +3,25 @@
     python benchmarks/bench_hostile.py
 
 Each case is run a few times; the median time and the verdicts (ours and the reference's)
-are printed. Then headers of 100,000 and 1,000,000 tensors: the median time of `read_header`
-and of the reference (`safe_open` + every dtype and shape), interleaved, and the peak RSS
-growth of one call of each in a fresh process.
+are printed. Then headers of 100,000 and 1,000,000 tensors (the ``compact`` files of
+bench_read_header.py, written by the reference): the median time of `read_header` and of the
+reference (`safe_open` + every dtype and shape), interleaved, and the peak RSS growth of one
+call of each in a fresh process. Only the public API of `safetensors_header` is used.
 """
 
 from __future__ import annotations
 
 import statistics
 import struct
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # This folder is on sys.path when the script runs.
-from bench_read_header import measure, ours, peak_rss_mib, reference, write_checkpoint
+from bench_read_header import CANDIDATES, measure, one_name, peak_rss_mib, write_file
 
 from safetensors_header import HeaderError, read_header
 
@@ -71,30 +74,40 @@ def timed(run: Callable[[], object], repeat: int = 5) -> float:
 
 def main() -> int:
     try:
-        from safetensors import deserialize
+        import safetensors
     except ImportError:
-        deserialize = None
+        print("the safetensors package is not installed: pip install safetensors", file=sys.stderr)
+        return 1
+    deserialize: Any = safetensors.deserialize  # untyped in its stubs
     print(f"{'case':28} {'ours':>10} {'reference':>10}  verdict (ours / reference)")
     for name, make in CASES.items():
         data = make()
-        mine = timed(lambda data=data: read_header(data))
-        ref = timed(lambda data=data: deserialize(data)) if deserialize else float("nan")
-        theirs = verdict(lambda data=data: deserialize(data)) if deserialize else "-"
+
+        def ours(data: bytes = data) -> object:
+            return read_header(data)
+
+        def theirs(data: bytes = data) -> object:
+            return deserialize(data)
+
         print(
-            f"{name:28} {mine * 1e3:8.1f}ms {ref * 1e3:8.1f}ms  "
-            f"{verdict(lambda data=data: read_header(data))} / {theirs}"
+            f"{name:28} {timed(ours) * 1e3:8.1f}ms {timed(theirs) * 1e3:8.1f}ms  "
+            f"{verdict(ours)} / {verdict(theirs)}"
         )
     print()
     print(f"{'tensors':>10} {'ours':>10} {'reference':>10} {'ours MiB':>9} {'ref MiB':>8}")
     with tempfile.TemporaryDirectory() as folder:
         for count in (100_000, 1_000_000):
             path = Path(folder) / f"{count}.safetensors"
-            write_checkpoint(path, count)
-            medians = measure({"ours": ours(path), "reference": reference(path)}, repeat=3)
+            write_file(path, count, "compact")
+            name = one_name(count)
+            labels = ("read_header", "reference")
+            medians = measure({label: CANDIDATES[label](path, name) for label in labels}, 3)
+            peaks = [peak_rss_mib(label, path, name) for label in labels]
             print(
-                f"{count:>10,} {medians['ours'] * 1e3:8.0f}ms {medians['reference'] * 1e3:8.0f}ms "
-                f"{peak_rss_mib('ours', path):9.0f} {peak_rss_mib('reference', path):8.0f}"
+                f"{count:>10,} {medians['read_header'] * 1e3:8.0f}ms "
+                f"{medians['reference'] * 1e3:8.0f}ms {peaks[0]:9.0f} {peaks[1]:8.0f}"
             )
+            path.unlink()
     return 0
 
 

@@ -1,41 +1,65 @@
-"""Time `read_header` against the reference, `json.loads` and a floor, interleaved, in one run.
+"""Time `read_header` against the reference and `json.loads`, interleaved, in one run.
 
-    python benchmarks/bench_read_header.py [--sizes 10,1000,100000] [--repeat 15]
+    python benchmarks/bench_read_header.py                    # 10, 1,000 and 100,000 tensors
+    python benchmarks/bench_read_header.py --sizes 1000000 --repeat 5   # the million (slow)
+    python benchmarks/bench_read_header.py --no-memory        # skip the peak-RSS subprocesses
 
-For each header size it writes a file of that many tensors (names, dtypes and shapes like a
-transformer checkpoint's, each tensor a few bytes so the file is mostly header), then times,
-round-robin so that drift hits every candidate alike:
+Only the public API of `safetensors_header` is used, so the script measures any version of
+the core alike.
+
+**Files.** For each size (a number of tensors) two files of the same tensors are written:
+
+* ``compact``: written by the reference itself, ``safetensors.serialize_file`` (compact JSON,
+  ``__metadata__`` first, entries in the order of their data, which the reference sorts by
+  dtype alignment then name, padded to 8 with spaces);
+* ``json.dumps``: the same tensors written by ``json.dumps(header)`` with its default
+  separators ``", "`` and ``": "``, the data laid out in checkpoint order but the entries
+  shuffled (a fixed seed), so that the header is out of offset order; ``__metadata__`` first,
+  padded to 8 with spaces.
+
+The tensors are those of a Llama-like checkpoint: ``model.embed_tokens.weight``, then per
+layer ``input_layernorm``, ``self_attn.{q,k,v,o}_proj``, ``post_attention_layernorm`` and
+``mlp.{gate,up,down}_proj`` weights, then ``model.norm.weight`` and ``lm_head.weight``;
+BF16 matrices and F32 norm vectors, each a few bytes (shapes like ``[4, 4]``), so the file is
+mostly header; ``__metadata__`` is ``{"format": "pt"}``. Files of more than 500,000 tensors
+get short names (``l.123.q``) so that the header stays under the reference's 10^8-byte
+limit. Before timing, both readers are checked to agree on every name, dtype and shape.
+
+**Candidates**, timed round-robin (every candidate called once per round, ``--repeat``
+rounds, the collector run before each call and not timed; freeing the result is timed),
+medians:
 
 * ``read_header``: ``read_header(path)``, then every tensor's ``dtype``, ``shape`` and
-  ``start`` touched;
-* ``reference``: ``safetensors.safe_open(path, "np")``, ``metadata()``, and
-  ``get_slice(k).get_dtype()`` / ``.get_shape()`` for every key (the same information);
-* ``json.loads``: bare ``json.loads`` of the header bytes, already in memory (no
-  validation at all), called as a user would: the cyclic collector left on;
-* ``json.loads, GC paused``: the same with the collector paused, as ``read_header`` pauses
-  it (the collector's cost depends on how many objects the process holds);
-* ``floor``: what any reader built on ``json.loads`` that returns our objects must do at the
-  least: read the header bytes, ``json.loads`` them (the collector paused, as we do), pick
-  the fields out and make the same ``Header`` of ``TensorInfo`` objects the parser makes, with
-  no check at all; then touch every tensor as ``read_header`` is. Against the reference it
-  shows how close to 1.0x a json.loads-based reader can get at all.
+  ``start`` read;
+* ``reference``: ``with safetensors.safe_open(str(path), "np") as f``: ``f.metadata()``, then
+  for every name of ``f.keys()`` (which the reference returns sorted) ``f.get_slice(name)``
+  and its ``get_dtype()`` and ``get_shape()``: the same information;
+* ``json.loads``: bare ``json.loads`` of the header bytes, already in memory (no file read,
+  no validation, no objects of ours), called as a user would: the cyclic collector left on;
+* ``one: read_header``: ``read_header(path).tensors[name]``, then its ``dtype``, ``shape``
+  and ``start``, for one known name (the middle tensor of the checkpoint);
+* ``one: reference``: ``with safe_open(str(path), "np") as f``: ``f.get_slice(name)``, its
+  ``get_dtype()`` and ``get_shape()``, for the same name (no ``keys()``, which sorts every
+  name; no ``metadata()``).
 
-It prints the median time of each, the ratios, and the peak memory of ``read_header``, the
-reference and ``json.loads``: the growth of the process's peak resident set size over one
-call, measured in a fresh subprocess per candidate (so the reference's Rust-side
-allocations count too).
+**Targets** (printed next to the ratios): ``read_header`` at most 1.0x the reference at 1,000
+and 100,000 tensors and 1.3x at 10; one tensor at most 1.0x the reference's one tensor at
+1,000 tensors and 1.3x at 100,000. The same targets are shown for both file styles.
 
-Files of more than 500,000 tensors get shorter names, so that the header stays under the
-reference's 10^8-byte limit.
+**Peak memory**: for each candidate, the growth of the peak resident set size (VmHWM, Linux)
+over one call, in a fresh subprocess per candidate, so that the reference's Rust-side
+allocations count too.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
+import os
+import random
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -44,33 +68,123 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import safetensors_header
 from safetensors_header import read_header
 
-DTYPES = ("BF16", "F32", "F16", "I64", "U8")
+#: One tensor: name, dtype as the header writes it, shape.
+Tensor = tuple[str, str, tuple[int, ...]]
+Candidate = Callable[[], object]
+
+ITEM_SIZE = {"BF16": 2, "F32": 4}
+TORCH_NAME = {"BF16": "bfloat16", "F32": "float32"}  # what safetensors.TensorSpec takes
+MAX_HEADER = 10**8  # the reference's limit on N
+SHORT_NAMES_ABOVE = 500_000
+STYLES = ("compact", "json.dumps")
+
+# Per layer: (long name, short name, dtype, shape), as in a Llama-like checkpoint.
+LAYER: tuple[tuple[str, str, str, tuple[int, ...]], ...] = (
+    ("input_layernorm.weight", "ln1", "F32", (4,)),
+    ("self_attn.q_proj.weight", "q", "BF16", (4, 4)),
+    ("self_attn.k_proj.weight", "k", "BF16", (2, 4)),
+    ("self_attn.v_proj.weight", "v", "BF16", (2, 4)),
+    ("self_attn.o_proj.weight", "o", "BF16", (4, 4)),
+    ("post_attention_layernorm.weight", "ln2", "F32", (4,)),
+    ("mlp.gate_proj.weight", "g", "BF16", (8, 4)),
+    ("mlp.up_proj.weight", "u", "BF16", (8, 4)),
+    ("mlp.down_proj.weight", "d", "BF16", (4, 8)),
+)
 
 
-def write_checkpoint(path: Path, count: int) -> int:
-    """Write a file of `count` small tensors named like a transformer's; return N."""
-    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+def checkpoint_tensors(count: int) -> list[Tensor]:
+    """`count` tensors named, typed and shaped like a transformer checkpoint's, in its order."""
+    short = count > SHORT_NAMES_ABOVE
+    embed: Tensor = ("emb" if short else "model.embed_tokens.weight", "BF16", (16, 4))
+    tail: list[Tensor] = [
+        ("norm" if short else "model.norm.weight", "F32", (4,)),
+        ("head" if short else "lm_head.weight", "BF16", (16, 4)),
+    ]
+    body: list[Tensor] = [embed]
+    layer = 0
+    while len(body) < count - len(tail):
+        for long_name, short_name, dtype, shape in LAYER:
+            name = f"l.{layer}.{short_name}" if short else f"model.layers.{layer}.{long_name}"
+            body.append((name, dtype, shape))
+        layer += 1
+    if count < 1 + len(tail):
+        return (body + tail)[:count]
+    return body[: count - len(tail)] + tail
+
+
+def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+    """The size of a tensor's data in bytes."""
+    size = ITEM_SIZE[dtype]
+    for dim in shape:
+        size *= dim
+    return size
+
+
+def write_compact(path: Path, tensors: list[Tensor]) -> None:
+    """Write `tensors` (zeros) with the reference's own writer, ``safetensors.serialize_file``."""
+    from safetensors import TensorSpec, serialize_file
+
+    # Every tensor points at the same zeroed buffer: the reference copies what it needs.
+    zeros = (ctypes.c_char * max(nbytes(dtype, shape) for _, dtype, shape in tensors))()
+    pointer = ctypes.addressof(zeros)
+    specs = {
+        name: TensorSpec(
+            dtype=TORCH_NAME[dtype], shape=shape, data_ptr=pointer, data_len=nbytes(dtype, shape)
+        )
+        for name, dtype, shape in tensors
+    }
+    serialize_file(specs, str(path), metadata={"format": "pt"})
+
+
+def write_dumps_style(path: Path, tensors: list[Tensor], seed: int) -> None:
+    """Write `tensors` with ``json.dumps`` defaults, entries shuffled, data in checkpoint order."""
+    entries: list[tuple[str, dict[str, object]]] = []
     offset = 0
-    sizes = {"BF16": 2, "F32": 4, "F16": 2, "I64": 8, "U8": 1}
-    for i in range(count):
-        dtype = DTYPES[i % len(DTYPES)]
-        shape = [2, 3] if i % 3 else [4]
-        nbytes = sizes[dtype] * (6 if i % 3 else 4)
-        if count > 500_000:
-            name = f"l.{i // 8}.p{i % 8}"
-        else:
-            name = f"model.layers.{i // 8}.{('self_attn', 'mlp')[i % 2]}.proj_{i % 8}.weight"
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    text = json.dumps(header, separators=(",", ":")).encode()
+    for name, dtype, shape in tensors:
+        end = offset + nbytes(dtype, shape)
+        entries.append(
+            (name, {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, end]})
+        )
+        offset = end
+    random.Random(seed).shuffle(entries)
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}, **dict(entries)}
+    text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
-    return len(text)
+    with open(path, "wb") as file:
+        file.write(len(text).to_bytes(8, "little"))
+        file.write(text)
+        file.write(bytes(offset))
 
 
-def ours(path: Path) -> Callable[[], object]:
+def write_file(path: Path, count: int, style: str) -> int:
+    """Write a file of `count` tensors in `style` (one of `STYLES`); return its N."""
+    tensors = checkpoint_tensors(count)
+    if style == "compact":
+        write_compact(path, tensors)
+    else:
+        write_dumps_style(path, tensors, seed=count)
+    with open(path, "rb") as file:
+        size = int.from_bytes(file.read(8), "little")
+    if size > MAX_HEADER:
+        raise SystemExit(f"{count:,} tensors ({style}) make a header of {size:,} bytes: too big")
+    return size
+
+
+def one_name(count: int) -> str:
+    """The tensor the one-tensor candidates look up: the middle one of the checkpoint."""
+    return checkpoint_tensors(count)[count // 2][0]
+
+
+def _safe_open() -> Any:
+    from safetensors import safe_open
+
+    return safe_open  # the stubs leave it untyped
+
+
+def run_read_header(path: Path, name: str) -> Candidate:
     def run() -> object:
         header = read_header(path)
         for info in header.tensors.values():
@@ -80,8 +194,8 @@ def ours(path: Path) -> Callable[[], object]:
     return run
 
 
-def reference(path: Path) -> Callable[[], object]:
-    from safetensors import safe_open
+def run_reference(path: Path, name: str) -> Candidate:
+    safe_open = _safe_open()
 
     def run() -> object:
         with safe_open(str(path), "np") as file:
@@ -94,81 +208,87 @@ def reference(path: Path) -> Callable[[], object]:
     return run
 
 
-def floor(path: Path) -> Callable[[], object]:
-    from operator import itemgetter
-
-    from safetensors_header import _parser
-
-    dtype, shape, offsets, first, second = map(itemgetter, ("dtype", "shape", "data_offsets", 0, 1))
-
-    def run() -> object:
-        with open(path, "rb", buffering=0) as file:
-            size = int.from_bytes(file.read(8), "little")
-            text = file.read(size).decode()
-        with _parser._gc_paused():
-            top = json.loads(text)
-            metadata = top.pop("__metadata__", None)
-            entries = list(top.values())
-            pairs = list(map(offsets, entries))
-            dtypes = list(map(dtype, entries))
-            shapes = list(map(tuple, map(shape, entries)))
-            distinct: dict[Any, Any] = {}  # one object per distinct dtype and shape
-            columns: Any = (
-                list(top),
-                list(map(distinct.setdefault, dtypes, dtypes)),
-                list(map(distinct.setdefault, shapes, shapes)),
-                list(map(first, pairs)),
-                list(map(second, pairs)),
-                metadata,
-            )
-            del top, entries, pairs
-            header = _parser._build(columns, size, None)
-        for info in header.tensors.values():
-            info.dtype, info.shape, info.start  # noqa: B018
-        return header
-
-    return run
-
-
-def bare_json(path: Path) -> Callable[[], object]:
-    raw = path.read_bytes()
-    size = struct.unpack("<Q", raw[:8])[0]
-    body = raw[8 : 8 + size]
+def run_json_loads(path: Path, name: str) -> Candidate:
+    with open(path, "rb") as file:
+        body = file.read(int.from_bytes(file.read(8), "little"))
     return lambda: json.loads(body)
 
 
-def paused_json(path: Path) -> Callable[[], object]:
-    from safetensors_header import _parser
-
-    loads = bare_json(path)
-
+def run_one_read_header(path: Path, name: str) -> Candidate:
     def run() -> object:
-        with _parser._gc_paused():
-            return loads()
+        info = read_header(path).tensors[name]
+        info.dtype, info.shape, info.start  # noqa: B018
+        return info
 
     return run
 
 
-def measure(candidates: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in candidates}
+def run_one_reference(path: Path, name: str) -> Candidate:
+    safe_open = _safe_open()
+
+    def run() -> object:
+        with safe_open(str(path), "np") as file:
+            tensor = file.get_slice(name)
+            return tensor.get_dtype(), tensor.get_shape()
+
+    return run
+
+
+#: Label -> factory(path, name of the one tensor) -> the call to time.
+CANDIDATES: dict[str, Callable[[Path, str], Candidate]] = {
+    "read_header": run_read_header,
+    "reference": run_reference,
+    "json.loads": run_json_loads,
+    "one: read_header": run_one_read_header,
+    "one: reference": run_one_reference,
+}
+
+#: (numerator, denominator, {tensors: target}) for the ratio table.
+RATIOS: tuple[tuple[str, str, dict[int, float]], ...] = (
+    ("read_header", "reference", {10: 1.3, 1_000: 1.0, 100_000: 1.0}),
+    ("read_header", "json.loads", {}),
+    ("one: read_header", "one: reference", {1_000: 1.0, 100_000: 1.3}),
+)
+
+
+def check_agree(path: Path, name: str) -> None:
+    """Fail unless ours and the reference read the same names, dtypes and shapes."""
+    header = read_header(path)
+    ours = {t.name: (t.dtype, list(t.shape)) for t in header.tensors.values()}
+    theirs = {}
+    with _safe_open()(str(path), "np") as file:
+        for key in file.keys():  # noqa: SIM118 (safe_open is not a mapping)
+            tensor = file.get_slice(key)
+            theirs[key] = (tensor.get_dtype(), tensor.get_shape())
+    if ours != theirs or name not in ours:
+        raise SystemExit(f"{path.name}: read_header and the reference disagree")
+
+
+def measure(candidates: dict[str, Candidate], repeat: int) -> dict[str, float]:
+    """The median time of each candidate in seconds, over `repeat` round-robin rounds.
+
+    One call per candidate per round, the collector run (untimed) before each: every call
+    starts from the same state, as one read in a program does, not from a hot loop.
+    """
+    times: dict[str, list[float]] = {label: [] for label in candidates}
     for run in candidates.values():  # warm up: imports, caches, page cache
         run()
     for _ in range(repeat):
-        for name, run in candidates.items():
+        for label, run in candidates.items():
             gc.collect()
             start = time.perf_counter()
             result = run()
             del result  # freeing the result is part of the cost
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(values) for label, values in times.items()}
 
 
 _RSS_PROBE = """
 import sys
 sys.path.insert(0, {folder!r})
-import bench_read_header as bench
 from pathlib import Path
-run = getattr(bench, {candidate!r})(Path({path!r}))
+import bench_read_header as bench
+run = bench.CANDIDATES[{label!r}](Path({path!r}), {name!r})
 before = bench.peak_rss_kib()
 result = run()
 print(max(0, bench.peak_rss_kib() - before))
@@ -187,53 +307,99 @@ def peak_rss_kib() -> int:
     raise OSError("no VmHWM in /proc/self/status")
 
 
-def peak_rss_mib(candidate: str, path: Path) -> float:
-    """Peak RSS growth of one call, in a fresh process, in MiB (Linux)."""
-    code = _RSS_PROBE.format(folder=str(Path(__file__).parent), candidate=candidate, path=str(path))
+def peak_rss_mib(label: str, path: Path, name: str) -> float:
+    """Peak RSS growth over one call of candidate `label`, in a fresh process, in MiB."""
+    code = _RSS_PROBE.format(
+        folder=str(Path(__file__).resolve().parent), label=label, path=str(path), name=name
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout) / 1024
 
 
+def milliseconds(seconds: float) -> str:
+    """Three significant figures or so, in ms."""
+    ms = seconds * 1e3
+    for limit, digits in ((100, 0), (10, 1), (1, 2)):
+        if ms >= limit:
+            return f"{ms:,.{digits}f}"
+    return f"{ms:.3f}"
+
+
+def verdict(ratio: float, target: float | None) -> str:
+    if target is None:
+        return "-"
+    return f"<= {target:.1f}x: {'met' if ratio <= target else 'NOT met'}"
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10,1000,100000")
-    parser.add_argument("--repeat", type=int, default=15)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,100000", help="tensor counts, comma-separated")
+    parser.add_argument("--repeat", type=int, default=21, help="round-robin rounds (default 21)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS probes")
     args = parser.parse_args()
     try:
-        reference(Path("."))
+        import safetensors
     except ImportError:
         print("the safetensors package is not installed: pip install safetensors", file=sys.stderr)
         return 1
-    print(f"Python {sys.version.split()[0]}, median of {args.repeat} interleaved runs, in ms")
-    columns = (
-        "tensors", "N (bytes)", "read_header", "reference", "json.loads", "json, GC paused",
-        "floor", "vs ref", "vs json", "vs json paused", "floor/ref", "peak RSS MiB ours/ref/json",
-    )  # fmt: skip
-    print(" | ".join(columns))
+    sizes = [int(size) for size in args.sizes.split(",")]
+    print(
+        f"Python {sys.version.split()[0]}, safetensors {safetensors.__version__}, "
+        f"safetensors_header {safetensors_header.__version__} from "
+        f"{Path(safetensors_header.__file__ or '?').parent}, {os.cpu_count()} cores"
+    )
+    print(f"medians of {args.repeat} interleaved rounds, times in ms")
+    print()
+    results: list[tuple[int, str, int, dict[str, float], list[float]]] = []
+    started, load_at_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
-        for count in map(int, args.sizes.split(",")):
-            path = Path(folder) / f"{count}.safetensors"
-            size = write_checkpoint(path, count)
-            candidates = {
-                "ours": ours(path),
-                "reference": reference(path),
-                "json": bare_json(path),
-                "json paused": paused_json(path),
-                "floor": floor(path),
-            }
-            ms = {name: value * 1e3 for name, value in measure(candidates, args.repeat).items()}
-            peaks = [
-                peak_rss_mib(function, path) for function in ("ours", "reference", "bare_json")
-            ]
-            cells = (
-                f"{count:,}",
-                f"{size:,}",
-                *(f"{ms[name]:.3f}" for name in candidates),
-                *(f"{ms['ours'] / ms[name]:.2f}x" for name in ("reference", "json", "json paused")),
-                f"{ms['floor'] / ms['reference']:.2f}x",
-                " / ".join(f"{peak:.1f}" for peak in peaks),
-            )
-            print(" | ".join(cells))
+        for count in sizes:
+            name = one_name(count)
+            for style in STYLES:
+                path = Path(folder) / f"{count}-{style}.safetensors"
+                size = write_file(path, count, style)
+                check_agree(path, name)
+                candidates = {label: make(path, name) for label, make in CANDIDATES.items()}
+                medians = measure(candidates, args.repeat)
+                del candidates  # the json.loads candidate holds the header bytes
+                peaks = [] if args.no_memory else [peak_rss_mib(c, path, name) for c in CANDIDATES]
+                results.append((count, style, size, medians, peaks))
+                path.unlink()
+
+    labels = list(CANDIDATES)
+    head = ["tensors", "file", "N (bytes)", *labels]
+    if not args.no_memory:
+        head.append("peak RSS MiB (" + " / ".join(labels) + ")")
+    print(row(head))
+    print(row(["---:", "---"] + ["---:"] * (1 + len(labels)) + ["---"] * (not args.no_memory)))
+    for count, style, size, medians, peaks in results:
+        cells = [f"{count:,}", style, f"{size:,}", *(milliseconds(medians[c]) for c in labels)]
+        if peaks:
+            cells.append(" / ".join(f"{peak:.1f}" for peak in peaks))
+        print(row(cells))
+    print()
+    head = ["tensors", "file"]
+    for top, bottom, _ in RATIOS:
+        head += [f"{top} / {bottom}", "target"] if _ else [f"{top} / {bottom}"]
+    print(row(head))
+    print(row(["---:", "---"] + ["---:" if "/" in cell else "---" for cell in head[2:]]))
+    for count, style, _size, medians, _peaks in results:
+        cells = [f"{count:,}", style]
+        for top, bottom, targets in RATIOS:
+            ratio = medians[top] / medians[bottom]
+            cells.append(f"{ratio:.2f}x")
+            if targets:
+                cells.append(verdict(ratio, targets.get(count)))
+        print(row(cells))
+    print()
+    print(
+        f"({time.perf_counter() - started:.0f} s; 1-minute load average "
+        f"{load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)"
+    )
     return 0
 
 
