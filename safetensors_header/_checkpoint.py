@@ -12,7 +12,6 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
 from ._errors import HeaderError
@@ -22,6 +21,7 @@ from ._sources import FIRST_READ, RETRIES, TIMEOUT, is_url, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Final, NoReturn
 
     from ._audit import Finding
@@ -200,6 +200,8 @@ def read_checkpoint(
         where = redact(source)
         locate = lambda name: urljoin(source, quote(name))  # noqa: E731
     else:
+        from pathlib import Path  # a local checkpoint (pathlib imports urllib)
+
         path = Path(source)
         if path.is_dir():
             path = _pick(path)
@@ -264,6 +266,8 @@ def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
 
 def _check_shard_name(name: str, where: str) -> None:
     """A shard must be a file name inside the index's directory (or next to its URL)."""
+    from pathlib import Path, PurePosixPath
+
     parts = PurePosixPath(name).parts
     if (
         not name

@@ -53,7 +53,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG, description="Read the headers of safetensors files without loading them."
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # prog= given: argparse would otherwise build a help formatter (and import shutil) now.
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=_PROG)
     inspect = commands.add_parser(
         "inspect",
         help="show the tensors, metadata and totals of each file",

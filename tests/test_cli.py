@@ -181,7 +181,6 @@ def test_validate_json(tmp_path: Path) -> None:
 
 def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import io
-    import os
 
     from safetensors_header import _cli
 
