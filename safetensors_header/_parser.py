@@ -456,8 +456,8 @@ def _json_or_exact_columns(text: str) -> _Columns:
 
 
 _STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
-_DEPTH_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NOT_BRACKETS: Final = bytes(set(range(256)) - set(b"[]{}"))  # UTF-8 keeps brackets one byte
+_DEPTH_STEP: Final = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def _reject_deep_nesting(text: str) -> None:
@@ -466,12 +466,12 @@ def _reject_deep_nesting(text: str) -> None:
     For a valid document this is its depth; for an invalid one any verdict here is the one
     the JSON readers would give (InvalidHeaderDeserialization).
     """
+    if text.count("[") + text.count("{") <= _MAX_DEPTH:
+        return  # no deeper than the brackets it opens
     # With no escaped quote, quotes delimit strings.
     outside = _STRING.sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
-    brackets = _NOT_BRACKET.sub("", outside)
-    if len(brackets) > _MAX_DEPTH and (
-        max(accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > _MAX_DEPTH
-    ):
+    brackets = outside.encode().translate(None, _NOT_BRACKETS)
+    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > _MAX_DEPTH:
         _bad_json(f"nesting deeper than {_MAX_DEPTH} arrays and objects")
 
 
