@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import build, reference_kind, tensor
+from helpers import bounded, build, reference_kind, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -206,7 +206,8 @@ def test_canonical_reader_steps_aside_on_hostile_parts() -> None:
 
 # --- all three readers against the reference, on generated and mutated documents ---------------
 
-names = st.text(st.characters(codec="utf-8", exclude_characters='"\\'), max_size=6)
+# (a filter, not exclude_characters=: that keyword is newer than the oldest hypothesis we allow)
+names = st.text(st.characters(codec="utf-8").filter(lambda c: c not in '"\\'), max_size=6)
 SPACE = st.sampled_from(["", "", "", " ", "\n", "\t", "\r\n  "])
 
 
@@ -237,6 +238,7 @@ def documents(draw: st.DrawFn) -> str:
     return draw(SPACE) + "{" + ",".join(entries) + "}" + draw(SPACE)
 
 
+@bounded(300)
 @given(documents(), st.data())
 def test_three_readers_and_the_reference_agree(document: str, data: st.DataObject) -> None:
     if data.draw(st.booleans()):  # a mutation: a character inserted, deleted or replaced
