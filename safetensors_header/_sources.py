@@ -183,13 +183,9 @@ def read_at_most(read: Callable[[int], object], count: int) -> bytes:
     return more (they are kept: they are the bytes that follow). Reads at most
     `_STREAM_CHUNK` bytes at a time.
     """
-    chunk: object = read(min(count, _STREAM_CHUNK))
-    if type(chunk) is bytes and len(chunk) >= count:
-        return chunk  # the usual case: a file read whole at once
     chunks: list[bytes] = []
     while count > 0:
-        if chunks:
-            chunk = read(min(count, _STREAM_CHUNK))
+        chunk: object = read(min(count, _STREAM_CHUNK))
         if not chunk:
             break
         if not isinstance(chunk, bytes):
@@ -200,6 +196,8 @@ def read_at_most(read: Callable[[int], object], count: int) -> bytes:
                     "read_header() needs a binary file object; "
                     f"read() returned {type(chunk).__name__}"
                 ) from None
+        if not chunks and len(chunk) >= count:
+            return chunk  # the usual case: read whole at once, no join
         chunks.append(chunk)
         count -= len(chunk)
     return b"".join(chunks)
