@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, KeysView
     from typing import Final
 
-__all__ = ["Header", "TensorInfo", "TensorTable", "make_header"]
+__all__ = ["Header", "TensorInfo", "TensorTable", "make_header", "shown_shape"]
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
 _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
@@ -73,7 +73,7 @@ class TensorInfo:
 
     def __repr__(self) -> str:
         return (
-            f"<TensorInfo {_shown_name(self.name)} {self.dtype} {_shown_dims(self.shape)}, "
+            f"<TensorInfo {_shown_name(self.name)} {self.dtype} {shown_shape(self.shape)}, "
             f"bytes {self.start:,}..{self.end:,}>"
         )
 
@@ -339,7 +339,8 @@ def _shown_name(name: str) -> str:
     return shown if len(name) <= _SHOWN_NAME else f"{shown[:-1]}...{shown[-1]}"
 
 
-def _shown_dims(shape: tuple[int, ...]) -> str:
+def shown_shape(shape: tuple[int, ...]) -> str:
+    """A shape for a message or a repr: ``[2, 3]``, its first 8 dims when it has more."""
     if len(shape) > _SHOWN_DIMS:
         return f"[{', '.join(map(str, shape[:_SHOWN_DIMS]))}, ... ({len(shape)} dims)]"
     return f"[{', '.join(map(str, shape))}]"

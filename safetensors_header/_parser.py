@@ -48,11 +48,11 @@ from ._format import (
     U64_MAX,
     length_fault,
 )
-from ._header import TensorTable, make_header
+from ._header import TensorTable, make_header, shown_shape
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterable, Iterator
     from typing import Any, Final, NoReturn, TypeVar
 
     from ._format import Buffer
@@ -1089,7 +1089,7 @@ def _check_element_count(name: str, shape: _Shape) -> int:
         if count > U64_MAX:
             _fail(
                 "ValidationOverflow",
-                f"tensor {name!r}: the element count of shape {_shown_shape(shape)} "
+                f"tensor {name!r}: the element count of shape {shown_shape(shape)} "
                 "overflows 64 bits",
                 tensor=name,
             )
@@ -1100,7 +1100,7 @@ def _check_size_in_bits(name: str, dtype: str, shape: _Shape, count: int) -> int
     """§5.6: the element count times the dtype's bits, in 64 bits; the size in bits."""
     bits = count * DTYPE_BITS[dtype]
     if bits > U64_MAX:
-        shown = f"{dtype} x {_shown_shape(shape)}"
+        shown = f"{dtype} x {shown_shape(shape)}"
         message = f"tensor {name!r}: the size in bits of {shown} overflows 64 bits"
         _fail("ValidationOverflow", message, tensor=name)
     return bits
@@ -1111,7 +1111,7 @@ def _check_whole_bytes(name: str, dtype: str, shape: _Shape, bits: int) -> None:
     if bits % 8:
         _fail(
             "MisalignedSlice",
-            f"tensor {name!r}: {dtype} x {_shown_shape(shape)} is {bits:,} bits, "
+            f"tensor {name!r}: {dtype} x {shown_shape(shape)} is {bits:,} bits, "
             "not a whole number of bytes",
             tensor=name,
         )
@@ -1124,16 +1124,10 @@ def _check_span(  # noqa: PLR0917 - the tensor's facts
     if end - begin != size:
         _fail(
             "TensorInvalidInfo",
-            f"tensor {name!r}: dtype {dtype} and shape {_shown_shape(shape)} need "
+            f"tensor {name!r}: dtype {dtype} and shape {shown_shape(shape)} need "
             f"{size:,} bytes, but data_offsets [{begin}, {end}] span {end - begin:,} bytes",
             tensor=name,
         )
-
-
-def _shown_shape(shape: Sequence[int]) -> str:
-    if len(shape) > 8:
-        return f"[{', '.join(map(str, shape[:8]))}, ... ({len(shape)} dims)]"
-    return f"[{', '.join(map(str, shape))}]"
 
 
 def _fail(kind: str, message: str, **context: Any) -> NoReturn:
