@@ -329,7 +329,7 @@ class _Client:
                 raise self._status_error(error.code, error.geturl() or self.url) from None
         with response:
             self.url = response.geturl() or self.url
-            data = _read(response, limit + 1, _content_length(response))
+            data = _read(response, limit + 1, self._content_length(response))
         if len(data) > limit:
             raise RemoteError(f"{self.where()} is larger than {limit:,} bytes", url=self.shown)
         return data
@@ -419,7 +419,7 @@ class _Client:
                 return self._partial(response, start, stop)
             if response.status == 200:
                 # Returning closes the response (`with`): the rest is never downloaded.
-                size = _content_length(response)
+                size = self._content_length(response)
                 return _Reply(whole(response, size), size, whole=True)
             raise RemoteError(
                 f"{self.where()} answered HTTP {response.status} {_plain(response.reason)} to "
@@ -453,7 +453,7 @@ class _Client:
                 url=self.shown,
             )
         count = last - first + 1
-        length = _content_length(response)
+        length = self._content_length(response)
         if length is not None and length != count:
             raise RemoteError(
                 f"{self.where()} sent Content-Length {length} with Content-Range "
@@ -512,6 +512,19 @@ class _Client:
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
         return RemoteError(message, url=self.shown, status=status)
 
+    def _content_length(self, response: http.client.HTTPResponse) -> int | None:
+        """The Content-Length: None when absent, RemoteError unless a plain byte count."""
+        value = response.headers.get("Content-Length")
+        if value is None:
+            return None
+        if _LENGTH.fullmatch(value.strip()) is None:
+            raise RemoteError(
+                f"{self.where()} sent an unusable Content-Length ({_shown(value)}): not a "
+                "decimal byte count of at most 19 digits",
+                url=self.shown,
+            )
+        return int(value)
+
     def where(self) -> str:
         if self.url == self.given:
             return self.shown
@@ -538,14 +551,6 @@ def _read(response: http.client.HTTPResponse, count: int, available: int | None)
             f"the connection closed after {len(data):,} of {min(count, available):,} bytes"
         )
     return data
-
-
-def _content_length(response: http.client.HTTPResponse) -> int | None:
-    """The Content-Length, if it is a plain decimal byte count (else, as if absent)."""
-    value = response.headers.get("Content-Length")
-    if value is None or _LENGTH.fullmatch(value := value.strip()) is None:
-        return None
-    return int(value)
 
 
 def _plain(text: str, limit: int = 100) -> str:
