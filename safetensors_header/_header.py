@@ -79,6 +79,7 @@ class TensorInfo:
         /,
         key: object = None,
         *,
+        gap: int | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
         retries: int = 2,
@@ -88,9 +89,9 @@ class TensorInfo:
 
         `source` is the file this tensor's header came from, as any source `read_ranges`
         takes (a path, a URL, an object store, a file object, bytes). Only the tensor's
-        bytes are read: one request for the whole tensor, and as few as `read_ranges`' gap
-        allows for a key (see `byte_ranges`). The bytes are little-endian, in C order.
-        Raises as `read_ranges` (and `byte_ranges` for a key).
+        bytes are read: one request for the whole tensor, and as few as `gap` allows for a
+        key (see `byte_ranges`; `gap` and the other options are `read_ranges`'). The bytes
+        are little-endian, in C order. Raises as `read_ranges` (and `byte_ranges` for a key).
         """
         from ._fetch import read_ranges  # on first use: the import stays cheap
 
@@ -98,6 +99,7 @@ class TensorInfo:
         pieces = read_ranges(
             source,
             ranges,
+            gap=gap,
             headers=headers,
             timeout=timeout,
             retries=retries,
