@@ -342,7 +342,18 @@ class _Client:
         import urllib.request
 
         request = urllib.request.Request(self.url, headers=headers)
-        response: http.client.HTTPResponse = self.opener.open(request, timeout=self.clock.left())
+        try:
+            response: http.client.HTTPResponse = self.opener.open(
+                request, timeout=self.clock.left()
+            )
+        except (ValueError, OverflowError) as error:
+            # http.client and urllib on a reply they cannot read (a redirect's body with a
+            # Content-Length of 30 digits, ...): what the server sent, not a caller's mistake.
+            raise RemoteError(
+                f"{self.where()} sent a reply that could not be read: "
+                f"{type(error).__name__}: {_plain(str(error), 200)}",
+                url=self.shown,
+            ) from error
         return response
 
     def _whole_document(self, limit: int) -> bytes:
@@ -575,7 +586,12 @@ def _read(response: http.client.HTTPResponse, count: int, available: int | None)
     chunks: list[bytes] = []
     remaining = count
     while remaining > 0:
-        chunk = response.read(min(remaining, _BODY_READ_SIZE))
+        try:
+            chunk = response.read(min(remaining, _BODY_READ_SIZE))
+        except (ValueError, OverflowError) as error:  # a chunked body http.client cannot read
+            raise ConnectionError(
+                f"the body could not be read: {_plain(str(error), 200)}"
+            ) from error
         if not chunk:
             break
         chunks.append(chunk)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import bounded
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from loopback import Site
 
@@ -348,7 +348,7 @@ def _raw_server(
     stop = threading.Event()
 
     def serve() -> None:
-        server.settimeout(0.2)
+        server.settimeout(0.02)
         while not stop.is_set():
             try:
                 connection, _ = server.accept()
@@ -494,3 +494,61 @@ def test_a_header_already_read_is_not_read_again(site: Site) -> None:
         open_tensors(site.url("m"), header=HEADER)["embed"][3], TENSORS["embed"][3]
     )
     assert len(site.done(2)) == 2  # one request each: no header read
+
+
+NASTY = [
+    "",
+    "0",
+    "²",
+    "9" * 30,
+    "-1",
+    " 12 ",
+    "bytes 0-7/8",
+    "bytes 0-7/*",
+    "bytes */8",
+    "bytes 5-2/8",
+    "bytes 0-7/" + "9" * 40,
+    "http://[::1/x",
+    "ftp://127.0.0.1/",
+    "//127.0.0.1:1/x",
+    "gzip",
+    "\x1b[2J",
+    'W/"x"',
+]
+header_values = st.one_of(st.sampled_from(NASTY), st.text(max_size=20).filter(str.isprintable))
+
+
+@bounded(int(os.environ.get("REPLY_EXAMPLES", "60")))
+@example(  # found by this test: http.client's OverflowError reading a redirect's body
+    status=301,
+    fields={"Content-Length": "9" * 30, "Location": ""},
+    body=b"",
+    call="read_header",
+)
+@given(
+    status=st.sampled_from([200, 204, 206, 301, 302, 307, 308, 404, 416, 500, 599, 999]),
+    fields=st.dictionaries(
+        st.sampled_from(
+            ["Content-Length", "Content-Range", "Location", "ETag", "Content-Encoding"]
+        ),
+        header_values,
+        max_size=4,
+    ),
+    body=st.binary(max_size=64),
+    call=st.sampled_from(["read_header", "read_ranges"]),
+)
+def test_property_any_reply_is_a_verdict_or_a_remote_error(
+    status: int, fields: dict[str, str], body: bytes, call: str
+) -> None:
+    lines = [f"HTTP/1.1 {status} Whatever"] + [f"{k}: {v}" for k, v in fields.items()]
+    reply = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body
+    url, close = _raw_server(reply)
+    try:
+        if call == "read_header":
+            read_header(url, retries=0, timeout=2)
+        else:
+            read_ranges(url, [(0, 8), (40, 8)], gap=0, retries=0, timeout=2)
+    except (RemoteError, HeaderError):
+        pass  # the only two ways a read may fail on what a server sends
+    finally:
+        close()
