@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -215,3 +218,42 @@ def test_file_like_without_seekable_but_with_seek() -> None:
     with pytest.raises(HeaderError) as info:
         read_header(Old())
     assert info.value.kind == "MetadataIncompleteBuffer"
+
+
+# --- pipes and FIFOs named by a path: streams, not empty files --------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_path_is_read_as_a_stream(tmp_path: Path) -> None:
+    data = build({"a": tensor("U8", [3], 0, 3)}, b"xyz")
+    fifo = tmp_path / "pipe.safetensors"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as end:
+            end.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        header = read_header(fifo)
+    finally:
+        writer.join(timeout=10)
+    assert header.file_size is None  # a stream has no size: the coverage rule is skipped
+    assert header.tensors == read_header(data).tensors
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs /dev/stdin")
+def test_dev_stdin_fed_by_a_pipe_is_read_as_a_stream() -> None:
+    data = build({"a": tensor("U8", [3], 0, 3)}, b"xyz")
+    code = "from safetensors_header import read_header; print(read_header('/dev/stdin'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=data,
+        capture_output=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "<Header 1 tensor, header_size=53, file_size=unknown>"
