@@ -382,12 +382,14 @@ class _Client:
 
         attempts = self.retries + 1
         failure: BaseException | None = None
+        done = 0  # attempts made
         for attempt in range(attempts):
             if attempt:
                 delay = _BACKOFF * 2 ** (attempt - 1) * (0.5 + random.random() / 2)  # jitter
                 if not self.clock.allows(delay):
                     break  # no time left for another attempt
                 _sleep(delay)
+            done += 1
             try:
                 return attempt_once()
             except RemoteError as error:
@@ -405,7 +407,6 @@ class _Client:
             if self.clock.expired():
                 break
         assert failure is not None  # the loop ran at least once, and every success returned
-        done = attempt + 1
         tries = f"{done} attempt{'s' if done > 1 else ''}"
         if self.clock.expired() or done < attempts:
             tries += f", the timeout of {self.clock.timeout:g} s used up"
