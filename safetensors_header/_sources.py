@@ -190,12 +190,14 @@ def read_header(
         # exactly 8 + N bytes are read from the file.
         descriptor = os.open(source, _OPEN_FLAGS)
         try:
-            # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
-            kind = path_kind(descriptor)
-            size = os.fstat(descriptor).st_size if kind == "file" else None
-            if kind == "file" and size == 0:
-                size = os.lseek(descriptor, 0, os.SEEK_END)  # a block device
-                os.lseek(descriptor, 0, os.SEEK_SET)
+            mode = (status := os.fstat(descriptor)).st_mode
+            size: int | None = status.st_size
+            if not stat.S_ISREG(mode):
+                # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
+                size = None
+                if stat.S_ISBLK(mode):  # a block device: its size is where seeking ends
+                    size = os.lseek(descriptor, 0, os.SEEK_END)
+                    os.lseek(descriptor, 0, os.SEEK_SET)
             return _read_stream(partial(os.read, descriptor), size, max_header_size)
         finally:
             os.close(descriptor)

@@ -563,3 +563,28 @@ def test_retries_stop_when_the_timeout_has_no_room_for_them(site: Site) -> None:
     made = len(site.hits)
     assert 1 <= made < 10  # the backoff (0.25 s, 0.5 s, ...) outgrew the time left
     assert f"({made} attempt" in str(info.value)
+
+
+def test_local_reads_import_no_store_or_http_module(tmp_path: Path) -> None:
+    path = _sources(tmp_path)["path"]
+    code = (
+        "import sys\n"
+        "from safetensors_header import read_header, read_ranges\n"
+        f"header = read_header({str(path)!r})\n"
+        f"read_ranges({str(path)!r}, [(header.data_start, 8)])\n"
+        "read_ranges(b'0123456789', [(2, 3)])\n"
+        "loaded = [m for m in ('fsspec', 'obstore', 'urllib.request', 'http.client',\n"
+        "          'safetensors_header._stores', 'safetensors_header._remote', 'threading')\n"
+        "          if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
