@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,12 +18,21 @@ from types import MappingProxyType
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, TensorTable
-from ._sources import FIRST_READ, RETRIES, TIMEOUT, Source, is_url, read_header, url_scheme
+from ._sources import (
+    FIRST_READ,
+    RETRIES,
+    TIMEOUT,
+    Source,
+    is_url,
+    read_at_most,
+    read_header,
+    url_scheme,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any, Final, NoReturn
+    from typing import Any, BinaryIO, Final, NoReturn
 
     from ._audit import Finding
 
@@ -36,7 +46,21 @@ INDEX_NAMES: Final = (
 )
 #: Single-file checkpoint names looked for in a directory, after the index names.
 SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors")
-_MAX_INDEX_SIZE: Final = 1 << 30  # an index of 500,000 tensors is about 60 MB
+# The default bound on an index file's size. An index takes about 100 bytes a tensor: a
+# DeepSeek-V3-like layout of 89,088 expert tensors, indented as transformers writes it, is
+# 8.6 MB, and 500,000 tensors (tests/test_checkpoint.py) are 54 MB. 10^8 bytes is about a
+# million tensors, ten times the largest checkpoints published; an endless or hostile index
+# costs at most that much reading (and twice that much memory) before it is refused.
+_MAX_INDEX_SIZE: Final = 100_000_000
+# Opening a shard: O_NONBLOCK so that a FIFO does not wait for a writer (it is then refused as
+# not a regular file); O_NOFOLLOW on the resolved path, which has no links left to follow.
+_OPEN_FLAGS: Final = (
+    os.O_RDONLY
+    | getattr(os, "O_BINARY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -155,6 +179,8 @@ def read_checkpoint(
     *,
     strict: bool = False,
     max_header_size: int = MAX_HEADER_SIZE,
+    max_index_size: int = _MAX_INDEX_SIZE,
+    follow_links: bool = False,
     max_workers: int = 8,
     headers: Mapping[str, str] | None = None,
     timeout: float = TIMEOUT,
@@ -173,15 +199,32 @@ def read_checkpoint(
     beside the index, in the same store. Every shard named by an index is read (its
     header only), in parallel (at most `max_workers` threads), and checked against the index.
 
+    Args:
+        max_index_size: The largest index file read, in bytes (default 10^8: an index takes
+            about 100 bytes a tensor, so this is about a million tensors, ten times the
+            largest published checkpoints). Reading stops one byte past it, locally and
+            over HTTP, so an endless index costs no more than this.
+        follow_links: Read shards that resolve, through symbolic links, to files outside
+            the index's directory. By default they are refused: an index names files inside
+            its directory, and a checkpoint from elsewhere may hold links to anything (its
+            contents would reach the error messages). Links within the directory are always
+            followed, and so are those of a Hugging Face cache snapshot
+            (``.../snapshots/<revision>/``) to its repository's ``blobs/``.
+
+    Local shards (and the file picked from a directory) are opened only if they are regular
+    files: a FIFO, a device or a directory named as a shard is refused, never waited on.
+
     Raises:
         HeaderError: A shard is not a valid safetensors file (the reference's kinds), or
-            ``kind == "InvalidIndex"``: the index is not JSON, has no ``weight_map`` object of
-            strings, or names a shard outside its directory (``..``, an absolute path, a
-            URL); or ``kind == "IndexMismatch"``: a weight_map tensor is missing from its
-            shard, or a tensor is in two shards. With ``strict=True``, the findings that
-            ``problems`` would hold are raised as ``IndexMismatch`` too.
+            ``kind == "InvalidIndex"``: the index is not JSON, is larger than
+            `max_index_size`, has no ``weight_map`` object of strings, or
+            names a shard outside its directory (``..``, an absolute or drive-relative
+            path, a URL, a link that leads out), or one that is not a regular file; or
+            ``kind == "IndexMismatch"``: a weight_map tensor is missing from its shard, or
+            a tensor is in two shards. With ``strict=True``, the findings that ``problems``
+            would hold are raised as ``IndexMismatch`` too.
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
-            for HTTP and network failures.
+            for HTTP, network and object-store failures.
     """
     options: dict[str, Any] = {
         "max_header_size": max_header_size,
@@ -192,6 +235,7 @@ def read_checkpoint(
         "storage_options": storage_options,
     }
     locate: Callable[[str], Source]
+    read_shard: Callable[[Any], Header] = lambda shard: read_header(shard, **options)  # noqa: E731
     if isinstance(source, str) and is_url(source):
         from urllib.parse import quote, urljoin, urlsplit  # only for URLs
 
@@ -200,7 +244,7 @@ def read_checkpoint(
         from ._remote import fetch_document, redact  # the HTTP client: only for URLs
 
         raw = fetch_document(
-            source, limit=_MAX_INDEX_SIZE, headers=headers, timeout=timeout, retries=retries
+            source, limit=max_index_size, headers=headers, timeout=timeout, retries=retries
         )
         where = redact(source)
         locate = lambda name: urljoin(source, quote(name))  # noqa: E731
@@ -212,7 +256,7 @@ def read_checkpoint(
         name = store.path.rsplit("/", 1)[-1]
         if not name.endswith(".json"):
             return _single(name, read_header(in_store, **options))
-        raw = _stores.fetch_document(store, _MAX_INDEX_SIZE)
+        raw = _stores.fetch_document(store, max_index_size)
         where = store.shown
         locate = lambda name: _stores.sibling(in_store, name)  # noqa: E731
     else:
@@ -220,13 +264,27 @@ def read_checkpoint(
 
         path = Path(source)
         if path.is_dir():
-            path = _pick(path)
-        if not path.name.endswith(".json"):
+            # What is picked must be inside the directory given, as the shards must.
+            picked = _pick(path)
+            name = f"{picked.name!r} in the directory"
+            with _open_inside(picked, name, str(path), _roots(str(path)), follow_links) as file:
+                path = picked
+                if not path.name.endswith(".json"):
+                    return _single(path.name, read_header(file, max_header_size=max_header_size))
+                raw = read_at_most(file.read, max_index_size + 1)
+        elif not path.name.endswith(".json"):
             return _single(path.name, read_header(path, max_header_size=max_header_size))
-        with path.open("rb") as file:
-            raw = file.read(_MAX_INDEX_SIZE + 1)
+        else:
+            with path.open("rb") as file:
+                raw = read_at_most(file.read, max_index_size + 1)
         where = str(path)
         locate = path.parent.joinpath
+        folder, roots = path.parent, _roots(str(path.parent))
+        read_shard = lambda shard: _read_local_shard(  # noqa: E731
+            shard, folder, where, roots, follow_links=follow_links, max_header_size=max_header_size
+        )
+    if len(raw) > max_index_size:
+        _bad_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
     metadata, weight_map = _parse_index(raw, where)
     shard_names = list(dict.fromkeys(weight_map.values()))
     for name in shard_names:
@@ -235,7 +293,7 @@ def read_checkpoint(
     from concurrent.futures import ThreadPoolExecutor  # only an index needs threads
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
-        headers_read = list(pool.map(lambda shard: read_header(shard, **options), shard_sources))
+        headers_read = list(pool.map(read_shard, shard_sources))
     files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
@@ -260,9 +318,83 @@ def _pick(folder: Path) -> Path:
     )
 
 
+def _roots(folder: str) -> tuple[str, ...]:
+    """The resolved directories that a checkpoint's local files may resolve into.
+
+    The folder itself; and for a Hugging Face cache snapshot (``<repo>/snapshots/<rev>/``,
+    whose files are links to ``../../blobs/<hash>``), its repository's ``blobs/``.
+    """
+    real = os.path.realpath(folder)
+    snapshots = os.path.dirname(real)
+    if os.path.basename(snapshots) != "snapshots":
+        return (real,)
+    return real, os.path.realpath(os.path.join(os.path.dirname(snapshots), "blobs"))
+
+
+def _inside(real: str, roots: tuple[str, ...]) -> bool:
+    """Whether a resolved path is below one of the resolved roots."""
+    path = os.path.normcase(real)
+    return any(path.startswith(os.path.join(os.path.normcase(root), "")) for root in roots)
+
+
+def _read_local_shard(
+    shard: Path,
+    folder: Path,
+    where: str,
+    roots: tuple[str, ...],
+    *,
+    follow_links: bool,
+    max_header_size: int,
+) -> Header:
+    name = f"shard {shard.relative_to(folder).as_posix()!r}"
+    with _open_inside(shard, name, where, roots, follow_links) as file:
+        return read_header(file, max_header_size=max_header_size)
+
+
+def _open_inside(
+    path: Path, name: str, where: str, roots: tuple[str, ...], follow_links: bool
+) -> BinaryIO:
+    """``path`` opened for reading: a regular file, resolved inside ``roots``.
+
+    The path is resolved once and the resolved path opened without following links, so the
+    file checked is the file read. Nothing is read before both checks.
+    """
+    real = os.path.realpath(path)
+    if not follow_links and not _inside(real, roots):
+        _bad_index(
+            where,
+            f"{name} leads out of the checkpoint's directory through a symbolic link "
+            "(follow_links=True reads it)",
+        )
+    try:
+        descriptor = os.open(real, _OPEN_FLAGS)
+    except OSError as error:
+        # Named as the index names it, not as resolved (the resolved path is an internal).
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            _bad_index(where, f"{name} is not a regular file but {_file_type(mode)}")
+        return open(descriptor, "rb", buffering=0, closefd=True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _file_type(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
 def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    if len(raw) > _MAX_INDEX_SIZE:
-        _bad_index(where, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
@@ -281,20 +413,24 @@ def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
 
 
 def _check_shard_name(name: str, where: str) -> None:
-    """A shard must be a file name inside the index's directory (or next to its URL)."""
-    from pathlib import Path, PurePosixPath
+    """A shard must be a file name inside the index's directory (or next to its URL).
 
-    parts = PurePosixPath(name).parts
+    Judged the same on every system: a name that would leave the directory on Windows
+    (``C:x``, drive-relative; ``x:stream``, an NTFS stream; a backslash) is refused on POSIX
+    too, where it would not.
+    """
+    from pathlib import PurePosixPath
+
+    path = PurePosixPath(name)
     if (
-        not name
-        or "://" in name
+        not path.parts  # "", "."
+        or ":" in name  # a drive (C:x is relative to C:'s current directory), a stream, a URL
         or "\\" in name
         or "\0" in name
         or "?" in name
         or "#" in name
-        or PurePosixPath(name).is_absolute()
-        or Path(name).is_absolute()
-        or ".." in parts
+        or path.is_absolute()
+        or ".." in path.parts
     ):
         _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
 

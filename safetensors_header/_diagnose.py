@@ -11,12 +11,24 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["SNIFF_SIZE", "sniff", "truncation_hint"]
+__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "sniff", "truncation_hint"]
 
 SNIFF_SIZE: Final = 64  # bytes from the start of the file that `sniff` looks at
 
+#: The length prefix `update_metadata` writes while it rewrites a header in place, before any
+#: other byte changes, and replaces by the real one after the last: a kill in between leaves
+#: a file no reader takes for valid. As a length it is about 5.9 x 10^18 bytes, above any
+#: limit and any file (HeaderTooLarge, or InvalidHeaderLength with the limit raised).
+TORN_PREFIX: Final = b"TORN-HDR"
+
 # (the file starts with one of these, what it is and what to do), most specific first
 _RAW_SIGNATURES: Final = (
+    (
+        (TORN_PREFIX,),
+        "the header is torn: update_metadata was rewriting it when it was stopped (killed, or "
+        "the machine crashed), or is rewriting it now. The tensors' bytes are intact, the "
+        "header is not: if this persists, restore the file from where it came from",
+    ),
     (
         (b"version https://git-lfs",),
         "this is a Git LFS pointer file, not the file itself: run `git lfs pull` in the "

@@ -126,10 +126,15 @@ def _runs(shape: tuple[int, ...], selection: list[range]) -> list[tuple[int, int
         return [(0, inner)]
     # The first element of each block: a product over the dimensions before the last one
     # that is not whole, each contributing index * stride (the sizes of the dimensions
-    # after it multiplied), in numpy's order (the last dimension varies fastest).
+    # after it multiplied), in numpy's order (the last dimension varies fastest). The
+    # strides come from one pass from the end: a product per axis would be quadratic in
+    # the number of dimensions (40,000 of them took seconds).
+    strides = [inner] * split
+    for axis in range(split - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * shape[axis + 1]
     starts = [0]
     for axis in range(split - 1):
-        stride = math.prod(shape[axis + 1 :])
+        stride = strides[axis]
         starts = [start + i * stride for start in starts for i in selection[axis]]
     last = selection[split - 1]
     if last.step == 1 or len(last) == 1:

@@ -217,7 +217,9 @@ def fetch_document(
     timeout: float | None,
     retries: int,
 ) -> bytes:
-    """The whole body at `url` (a JSON index, say): at most `limit` bytes, else RemoteError.
+    """The body at `url` (a JSON index, say), read to at most ``limit + 1`` bytes.
+
+    More than `limit` bytes means the document is larger: the caller decides what that is.
 
     The same client as `read_url`: redirects without credentials to other origins, bounded
     retries and time, `RemoteError` for HTTP and network failures.
@@ -326,7 +328,7 @@ class _Client:
         )
 
     def document(self, limit: int) -> bytes:
-        """A whole (small) document, such as an index JSON, of at most `limit` bytes."""
+        """A whole (small) document, such as an index JSON, read to ``limit + 1`` bytes."""
         return self._retried(lambda: self._whole_document(limit))
 
     def same_size(self, size: int | None, now: int | None) -> None:
@@ -366,10 +368,8 @@ class _Client:
                 raise self._status_error(error.code, error.geturl() or self.url) from None
         with response:
             self.url = response.geturl() or self.url
-            data = _read(response, limit + 1, self._content_length(response))
-        if len(data) > limit:
-            raise RemoteError(f"{self.where()} is larger than {limit:,} bytes", url=self.shown)
-        return data
+            # One byte past the limit says the document is larger; the caller says so.
+            return _read(response, limit + 1, self._content_length(response))
 
     def _headers_here(self) -> dict[str, str]:
         """The caller's headers for a request to `self.url`: all of them only to the origin."""

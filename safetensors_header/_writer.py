@@ -15,15 +15,19 @@ opens either file.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import json
 import os
 import pickle
 import stat
+import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import index
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeGuard
 
+from ._diagnose import TORN_PREFIX
 from ._errors import HeaderError
 from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
 from ._parser import parse_header
@@ -45,6 +49,12 @@ _MAX_HEADER_SIZE = MAX_HEADER_SIZE
 # which is DTYPE_BITS' order), then by name. Rust compares names as UTF-8 bytes, which is
 # code-point order, Python's str order.
 _DTYPE_RANK: Final = {dtype: -rank for rank, dtype in enumerate(DTYPE_BITS)}
+
+# On Windows, where an open file cannot be deleted and no lock is taken, a temporary file
+# changed less than this long ago may be a live writer's, between its close and its rename.
+_FRESH_SECONDS: Final = 60.0
+_CREATE_ATTEMPTS: Final = 10  # temporary files a concurrent clean-up may take for stale
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")  # what bytes.hex() writes
 
 _Row = tuple[str, str, tuple[int, ...], int, int]  # name, dtype, shape, begin, end
 
@@ -109,8 +119,13 @@ def write_file(
 
     Every size is checked before anything is written. The data is then streamed buffer by
     buffer, in the header's order and without copies, into a temporary file in the same
-    directory, which is flushed to disk and renamed over ``path``: a failure at any point
-    leaves ``path`` as it was and no temporary file behind.
+    directory, ``.<name>.<16 hex digits>.tmp``, which is flushed to disk and renamed over
+    ``path``: a failure at any point leaves ``path`` as it was and no temporary file behind.
+    A process killed meanwhile leaves ``path`` as it was and its temporary file, which the
+    next `write_file` or rewriting `update_metadata` of the same ``path`` removes: only files
+    of that name whose random part carries this module's checksum, and that no live writer
+    holds (a writer locks its file until the rename; on Windows, where an open file cannot be
+    deleted, only files left unchanged for a minute).
 
     Returns:
         The file's `Header`, as `read_header` would return it.
@@ -161,14 +176,19 @@ def update_metadata(
             False, or when it does not fit, write a new file with the reference's layout and
             rename it over ``path``, copying the data buffer in chunks.
 
-    Failures: validation errors come before any write. In place, the header is overwritten
-    with one write call and synced; if that raises, the old header bytes are written back
-    before the error propagates. That covers every failure Python sees, but a power loss or
-    kernel crash during that single write could tear the header (the data is untouched).
-    ``in_place=False`` survives those too: the original stays in place until the fully
-    written and synced new file is atomically renamed over it (which gives the file a new
-    inode, breaks hard links and needs a writable directory; permission bits are kept).
-    In place needs write permission on the file.
+    Failures: validation errors come before any write. In place, the header is rewritten in
+    three synced steps: the 8-byte length prefix is replaced by a marker (``TORN-HDR``), the
+    header's N bytes are written, then the real prefix. A process stopped at any moment
+    (``SIGKILL``, ``SIGTERM``, a crash) or a power loss leaves the old header, the new one, or
+    a file that every reader rejects (``HeaderTooLarge``) and that `read_header` says is torn
+    (``HeaderError.hint``); never a mix of the two that reads as valid. The data is never
+    touched. If a write raises, the old header is written back before the error propagates.
+    ``in_place=False`` never tears: the original stays in place until the fully written and
+    synced new file is atomically renamed over it (which gives the file a new inode, breaks
+    hard links and needs a writable directory; permission bits are kept). The temporary file
+    is ``.<name>.<16 hex digits>.tmp`` next to the file; one left by a killed process is
+    removed by the next rewrite of the same file (see `write_file`). In place needs write
+    permission on the file.
 
     Returns:
         The new `Header`, as `read_header` would return it.
@@ -191,7 +211,7 @@ def update_metadata(
             file.seek(HEADER_LENGTH_SIZE)
             previous = b"".join(_chunks(file, old.header_size))
             if previous != encoded[HEADER_LENGTH_SIZE:]:
-                _overwrite(file, HEADER_LENGTH_SIZE, encoded[HEADER_LENGTH_SIZE:], previous)
+                _overwrite_header(file, encoded, previous)
             return header
         encoded = _frame(body)
         header = _validated(encoded, rows)
@@ -464,20 +484,35 @@ def _chunks(file: BinaryIO, count: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _overwrite(file: BinaryIO, offset: int, new: bytes, old: bytes) -> None:
-    """Write ``new`` at ``offset`` and sync; if that fails, write ``old`` back and re-raise."""
+def _overwrite_header(file: BinaryIO, encoded: bytes, old_body: bytes) -> None:
+    """Write a header of the old length N over the old one, never leaving a mixed one.
+
+    A kill during one large write leaves its first pages new and the rest old (Linux stops
+    a write at a page boundary when a fatal signal is pending), which can parse. So: the
+    length prefix becomes `TORN_PREFIX` first (8 bytes at offset 0, inside one page and one
+    disk sector: never cut), then the N bytes are written, then the real prefix (N is
+    unchanged, so it is also the old one). Each step is synced before the next, so that a
+    power loss cannot reorder them either (as far as fsync orders writes: macOS's leaves the
+    disk's own cache unflushed). If a write raises, the old header is put back.
+    """
+    prefix = encoded[:HEADER_LENGTH_SIZE]
     try:
-        file.seek(offset)
-        _write_all(file, new)
-        os.fsync(file.fileno())
+        _write_synced(file, 0, TORN_PREFIX)
+        _write_synced(file, HEADER_LENGTH_SIZE, encoded[HEADER_LENGTH_SIZE:])
+        _write_synced(file, 0, prefix)
     except BaseException:
         # A failed or interrupted write (an error, KeyboardInterrupt) must not leave a torn
         # header behind; the bytes it replaced are in hand.
         with contextlib.suppress(OSError):
-            file.seek(offset)
-            _write_all(file, old)
-            os.fsync(file.fileno())
+            _write_synced(file, HEADER_LENGTH_SIZE, old_body)
+            _write_synced(file, 0, prefix)
         raise
+
+
+def _write_synced(file: BinaryIO, offset: int, data: bytes) -> None:
+    file.seek(offset)
+    _write_all(file, data)
+    os.fsync(file.fileno())
 
 
 def _mode_of(path: str) -> int | None:
@@ -493,27 +528,128 @@ def _replacing(target: str, *, mode: int | None) -> Iterator[BinaryIO]:
     """A new file in ``target``'s directory that replaces ``target`` if the block succeeds.
 
     It is synced before the rename, so that after a crash ``target`` is either the old file
-    or the complete new one; on any exception it is removed and ``target`` is untouched.
+    or the complete new one; on any exception it is removed and ``target`` is untouched. A
+    killed process cannot remove it: the temporary files earlier writers left for ``target``
+    are removed first (`_remove_stale`).
     """
     directory, base = os.path.split(target)
-    temp = os.path.join(directory, f".{base}.{os.urandom(8).hex()}.tmp")
-    # O_EXCL: never reuse a file someone else made. Mode 0o666 lets the umask decide, as for
-    # any new file (mkstemp would give 0o600).
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    fd = os.open(temp, flags, 0o666)
+    _remove_stale(directory, base)
+    temp, fd = _create_temporary(directory, base)
     try:
         with open(fd, "wb") as file:
             yield file
             file.flush()
             os.fsync(file.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, target)
+            if sys.platform != "win32":
+                _rename(temp, target, mode)  # still locked: never seen as stale
+        if sys.platform == "win32":
+            _rename(temp, target, mode)  # Windows cannot rename an open file
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
     _sync_directory(directory)
+
+
+def _rename(temp: str, target: str, mode: int | None) -> None:
+    if mode is not None:
+        os.chmod(temp, mode)
+    os.replace(temp, target)
+
+
+def _temporary_name(base: str) -> str:
+    """``.<base>.<8 random hex digits><their 8-digit checksum>.tmp``: ours, and only ours."""
+    token = os.urandom(4).hex()
+    return f".{base}.{token}{_checksum(base, token)}.tmp"
+
+
+def _checksum(base: str, token: str) -> str:
+    return f"{binascii.crc32(os.fsencode(f'{base}.{token}')):08x}"
+
+
+def _create_temporary(directory: str, base: str) -> tuple[str, int]:
+    """A new temporary file for ``base``, locked (POSIX): its path and descriptor."""
+    # O_EXCL: never reuse a file someone else made. Mode 0o666 lets the umask decide, as for
+    # any new file (mkstemp would give 0o600).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(_CREATE_ATTEMPTS):
+        temp = os.path.join(directory, _temporary_name(base))
+        fd = os.open(temp, flags, 0o666)
+        try:
+            if _locked_where_made(fd, temp):
+                return temp, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(f"temporary files for {base!r} kept disappearing in {directory!r}")
+
+
+def _locked_where_made(fd: int, temp: str) -> bool:
+    """Lock the new file until it is renamed or closed; False if it was removed meanwhile.
+
+    Between the creation and the lock, another writer's `_remove_stale` may find the file
+    unlocked and remove it: then the lock is on a file that no longer has a name.
+    """
+    if sys.platform == "win32":
+        return True  # an open file cannot be deleted
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        # A file system without locks (some network ones): `_remove_stale` cannot lock the
+        # file either, and leaves it alone.
+        return True
+    try:
+        return os.path.samestat(os.lstat(temp), os.fstat(fd))
+    except FileNotFoundError:
+        return False
+
+
+def _remove_stale(directory: str, base: str) -> None:
+    """Remove the temporary files killed writers left for ``base``; best effort, silent.
+
+    A file is removed only if `_temporary_name` could have made its name (the checksum of
+    its random part matches) and no writer holds it: on POSIX, its lock is free (a writer
+    locks it from its creation until after the rename); on Windows, it is older than
+    `_FRESH_SECONDS` and can be deleted (Windows refuses while it is open).
+    """
+    start = f".{base}."
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if e.name.startswith(start)]
+    except OSError:
+        return
+    for name in names:
+        token = name[len(start) : -len(".tmp")]
+        if (
+            name.endswith(".tmp")
+            and len(token) == 16
+            and set(token) <= _HEX_DIGITS
+            and token[8:] == _checksum(base, token[:8])
+        ):
+            with contextlib.suppress(OSError):
+                _remove_if_unused(os.path.join(directory, name))
+
+
+def _remove_if_unused(path: str) -> None:
+    if sys.platform == "win32":
+        if time.time() - os.stat(path).st_mtime > _FRESH_SECONDS:
+            os.unlink(path)
+        return
+    import fcntl
+
+    # O_NOFOLLOW: a link named like our files is not ours; O_NONBLOCK: nor is a FIFO.
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a writer holds it
+        os.unlink(path)
+    finally:
+        os.close(fd)
 
 
 def _sync_directory(directory: str) -> None:

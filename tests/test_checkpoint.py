@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +17,15 @@ import pytest
 from helpers import build, tensor
 
 from safetensors_header import HeaderError
-from safetensors_header._checkpoint import DtypeTotal, by_dtype, read_checkpoint
+from safetensors_header._checkpoint import (
+    _MAX_INDEX_SIZE,
+    DtypeTotal,
+    _check_shard_name,
+    by_dtype,
+    read_checkpoint,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def shard(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
@@ -165,6 +178,13 @@ def test_unlisted_tensor_and_total_size_are_problems_or_errors(tmp_path: Path) -
         "..\\x.safetensors",
         "",
         "a\0b",
+        ".",
+        "C:x.safetensors",  # drive-relative: C:'s current directory, on Windows
+        "c:",
+        "C:\\x.safetensors",
+        "C:/x.safetensors",
+        "//server/share/x.safetensors",
+        "x.safetensors:stream",  # an NTFS alternate data stream
     ],
 )
 def test_shard_names_outside_the_directory_are_refused(tmp_path: Path, name: str) -> None:
@@ -172,6 +192,13 @@ def test_shard_names_outside_the_directory_are_refused(tmp_path: Path, name: str
     with pytest.raises(HeaderError, match="not a file name inside") as info:
         read_checkpoint(tmp_path / "index.json")
     assert info.value.kind == "InvalidIndex"
+    with pytest.raises(HeaderError, match="not a file name inside"):
+        _check_shard_name(name, "index.json")  # the same verdict on every system
+
+
+@pytest.mark.parametrize("name", ["a.safetensors", "sub/a.safetensors", "a b.safetensors", "é"])
+def test_shard_names_inside_the_directory_pass(name: str) -> None:
+    _check_shard_name(name, "index.json")
 
 
 @pytest.mark.parametrize(
@@ -287,3 +314,268 @@ def test_a_missing_remote_index(served: tuple[str, list[str]]) -> None:
     with pytest.raises(RemoteError) as info:
         read_checkpoint(base + "missing.index.json")
     assert info.value.status == 404
+
+
+# --- hostile checkpoints: links, FIFOs, devices, sizes ------------------------------------------
+
+SECRET = b"TOKEN=hf_secret_value"
+needs_links = pytest.mark.skipif(not hasattr(os, "symlink"), reason="symbolic links")
+
+
+def _index_of(folder: Path, names: dict[str, str]) -> Path:
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": names}))
+    return index
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A directory next to the checkpoint's, holding a secret that is not safetensors."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "token").write_bytes(SECRET)
+    (outside / "a.safetensors").write_bytes(shard({"a": ("U8", [1])}))
+    return outside
+
+
+def _refused(source: Path, match: str, **options: Any) -> HeaderError:
+    with pytest.raises(HeaderError, match=match) as info:
+        read_checkpoint(source, **options)
+    assert info.value.kind == "InvalidIndex"
+    for text in (str(info.value), repr(info.value), str(info.value.hint)):
+        assert SECRET[:8].decode() not in text
+        assert "hf_secret" not in text
+    return info.value
+
+
+@needs_links
+def test_a_shard_linked_out_of_the_directory_is_refused(tmp_path: Path) -> None:
+    outside = _outside(tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "a.safetensors").symlink_to(outside / "token")
+    index = _index_of(checkpoint, {"a": "a.safetensors"})
+    error = _refused(index, "leads out of the checkpoint's directory")
+    assert "'a.safetensors'" in str(error)
+    with pytest.raises(HeaderError) as info:  # asked for: read, and judged as any file
+        read_checkpoint(index, follow_links=True)
+    assert info.value.kind == "HeaderTooLarge"
+
+
+@needs_links
+def test_a_shard_under_a_linked_directory_is_refused(tmp_path: Path) -> None:
+    outside = _outside(tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "sub").symlink_to(outside, target_is_directory=True)
+    index = _index_of(checkpoint, {"a": "sub/token"})
+    _refused(index, "'sub/token' leads out")
+    (index).write_text(json.dumps({"weight_map": {"a": "sub/a.safetensors"}}))
+    _refused(index, "'sub/a.safetensors' leads out")  # even a valid file
+    assert list(read_checkpoint(index, follow_links=True).tensors) == ["a"]
+
+
+@needs_links
+def test_a_dangling_link_out_is_refused_before_it_is_opened(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "a.safetensors").symlink_to(tmp_path / "nowhere")
+    _refused(_index_of(checkpoint, {"a": "a.safetensors"}), "leads out")
+
+
+@needs_links
+def test_links_within_the_directory_are_followed(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.safetensors").write_bytes(shard({"a": ("U8", [1])}))
+    (tmp_path / "a.safetensors").symlink_to(Path("real") / "a.safetensors")
+    (tmp_path / "linked").symlink_to("real", target_is_directory=True)
+    (tmp_path / "b.safetensors").write_bytes(shard({"b": ("U8", [1])}))
+    index = _index_of(tmp_path, {"a": "a.safetensors", "b": "b.safetensors"})
+    assert list(read_checkpoint(index).tensors) == ["a", "b"]
+    index = _index_of(tmp_path, {"a": "linked/a.safetensors"})
+    assert list(read_checkpoint(index).tensors) == ["a"]
+
+
+@needs_links
+def test_a_hugging_face_cache_snapshot_reads_its_blobs(tmp_path: Path) -> None:
+    # huggingface_hub's cache: snapshots/<revision>/<file> -> ../../blobs/<hash>
+    repo = tmp_path / "hub" / "models--org--name"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    weight_map = {}
+    for number, (name, tensors) in enumerate(SHARDS.items()):
+        (repo / "blobs" / f"hash{number}").write_bytes(shard(tensors))
+        (snapshot / name).symlink_to(Path("..") / ".." / "blobs" / f"hash{number}")
+        weight_map.update(dict.fromkeys(tensors, name))
+    index_blob = repo / "blobs" / "index-hash"
+    index_blob.write_text(json.dumps({"metadata": {"total_size": 51}, "weight_map": weight_map}))
+    (snapshot / "model.safetensors.index.json").symlink_to(
+        Path("..") / ".." / "blobs" / "index-hash"
+    )
+    assert read_checkpoint(snapshot).problems == ()
+    assert len(read_checkpoint(snapshot / "model.safetensors.index.json").files) == 2
+    outside = _outside(tmp_path)  # but not out of the repository
+    (snapshot / "x.safetensors").symlink_to(outside / "token")
+    _refused(_index_of(snapshot, {"a": "x.safetensors"}), "leads out")
+
+
+@needs_links
+@pytest.mark.parametrize("picked", ["model.safetensors.index.json", "model.safetensors"])
+def test_the_file_picked_from_a_directory_must_be_inside_it(tmp_path: Path, picked: str) -> None:
+    outside = _outside(tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / picked).symlink_to(outside / "token")
+    _refused(checkpoint, f"'{picked}' in the directory leads out")
+    with pytest.raises(HeaderError) as info:  # named by the caller: read as given
+        read_checkpoint(checkpoint / picked)
+    assert info.value.kind == ("InvalidIndex" if picked.endswith(".json") else "HeaderTooLarge")
+
+
+def test_a_directory_named_as_a_shard_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.safetensors").mkdir()
+    _refused(_index_of(tmp_path, {"a": "a.safetensors"}), "not a regular file but a directory")
+
+
+@needs_links
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="a character device")
+def test_a_device_is_never_read(tmp_path: Path) -> None:
+    (tmp_path / "a.safetensors").symlink_to("/dev/zero")
+    index = _index_of(tmp_path, {"a": "a.safetensors"})
+    _refused(index, "leads out")
+    _refused(index, "not a regular file but a character device", follow_links=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_a_fifo_never_hangs(tmp_path: Path) -> None:
+    # Opened without O_NONBLOCK, a FIFO waits for a writer forever: the timeout is the test.
+    os.mkfifo(tmp_path / "model-00001-of-00002.safetensors")
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(shard({"b": ("U8", [1])}))
+    _index_of(
+        tmp_path, {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    )
+    (tmp_path / "single").mkdir()
+    os.mkfifo(tmp_path / "single" / "model.safetensors")
+    code = f"""
+        from safetensors_header import HeaderError, read_checkpoint
+        try:
+            read_checkpoint({str(tmp_path)!r})
+        except HeaderError as error:
+            assert error.kind == "InvalidIndex", error
+            assert "a FIFO" in str(error), error
+        else:
+            raise AssertionError("read")
+        try:  # a FIFO is not a file: not picked, so the directory has no checkpoint
+            read_checkpoint({str(tmp_path / "single")!r})
+        except FileNotFoundError as error:
+            assert "no model.safetensors.index.json" in str(error), error
+        else:
+            raise AssertionError("read")
+        print("ok")
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.stdout == "ok\n", result.stderr
+
+
+def test_the_index_size_is_bounded(tmp_path: Path) -> None:
+    (tmp_path / "a.safetensors").write_bytes(shard({"a": ("U8", [1])}))
+    index = _index_of(tmp_path, {"a": "a.safetensors"})
+    size = index.stat().st_size
+    assert list(read_checkpoint(index, max_index_size=size).tensors) == ["a"]
+    with pytest.raises(HeaderError, match=f"larger than {size - 1} bytes") as info:
+        read_checkpoint(index, max_index_size=size - 1)
+    assert info.value.kind == "InvalidIndex"
+    assert _MAX_INDEX_SIZE == 100_000_000  # the documented default
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="an endless file")
+@needs_links
+def test_an_endless_local_index_is_read_only_to_its_bound(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors.index.json").symlink_to("/dev/zero")
+    tracemalloc.start()
+    try:
+        with pytest.raises(HeaderError, match="larger than 4,000,000 bytes") as info:
+            read_checkpoint(tmp_path / "model.safetensors.index.json", max_index_size=4_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.kind == "InvalidIndex"
+    assert peak < 3 * 4_000_000
+
+
+@pytest.fixture
+def endless(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[int]]]:
+    """A loopback server whose every answer is a 200 with an endless body (no length)."""
+    import http.server
+    import threading
+
+    sent = [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"weight_map": {"a": "')
+            chunk = b"x" * 65536
+            try:
+                while True:
+                    self.wfile.write(chunk)
+                    sent[0] += len(chunk)
+            except OSError:  # the client hung up: what the test wants
+                self.close_connection = True
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/model.safetensors.index.json", sent
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, list[int]]) -> None:
+    # Before the bound, such an index cost a 1 GiB download and 2 GiB of memory. The child's
+    # timeout bounds the time; it measures its own memory.
+    url, sent = endless
+    limit = 8_000_000
+    code = f"""
+        import tracemalloc
+        from safetensors_header import HeaderError, read_checkpoint
+        tracemalloc.start()
+        try:
+            read_checkpoint({url!r}, max_index_size={limit}, retries=0)
+        except HeaderError as error:  # InvalidIndex, as for a local index
+            assert error.kind == "InvalidIndex", error
+            assert "larger than 8,000,000 bytes" in str(error), error
+        else:
+            raise AssertionError("read")
+        print(tracemalloc.get_traced_memory()[1])
+    """
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}  # loopback only
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    peak = int(result.stdout)
+    assert peak < 3 * limit, peak
+    # What the server wrote before the client hung up: the bound, and the sockets' buffers.
+    assert sent[0] < limit + 64 * 2**20, sent[0]
+    print(f"endless index: {peak:,} bytes at the peak, {sent[0]:,} sent")

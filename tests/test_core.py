@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import bounded, build, reference_kind, tensor
+from helpers import bounded, build, reference_kind, reference_kinds, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -238,6 +238,16 @@ def documents(draw: st.DrawFn) -> str:
     return draw(SPACE) + "{" + ",".join(entries) + "}" + draw(SPACE)
 
 
+def test_a_tie_is_compared_with_every_kind_the_reference_gives() -> None:
+    # docs/format.md §6.2: the reference's kind here changes from call to call; the comparison
+    # in the test below takes any of them, as the generated documents can tie like this.
+    text = '{"a":{"dtype":"F4","shape":[1],"data_offsets":[0,0]},"b":{"dtype":"U8","shape":[1],'
+    file = build(text + '"data_offsets":[0,0]}}')
+    assert reference_kinds(file) <= {"MisalignedSlice", "TensorInvalidInfo"}
+    assert verdict(file) in reference_kinds(file)
+    assert reference_kinds(build(text + '"data_offsets":[0,1]}}', 1)) == {"MisalignedSlice"}
+
+
 @bounded(300)
 @given(documents(), st.data())
 def test_three_readers_and_the_reference_agree(document: str, data: st.DataObject) -> None:
@@ -250,10 +260,10 @@ def test_three_readers_and_the_reference_agree(document: str, data: st.DataObjec
     total = 3 * 6  # enough data for any drawn layout; a wrong size is a verdict too
     for size in range(total + 1):
         file = build(body, size)
-        expected = reference_kind(file)
+        expected = reference_kinds(file)  # more than one where tensors tie (format.md §6)
         ours = verdict(file)
-        assert (ours if isinstance(ours, str) else None) == expected
-        if expected != "MetadataIncompleteBuffer":
+        assert (ours if isinstance(ours, str) else None) in expected
+        if expected != {"MetadataIncompleteBuffer"}:
             break
     found = canonical(document)
     if found is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 import math
 import mmap
 import random
@@ -25,7 +24,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import REFERENCE_WRITER_DTYPES, bounded, build, reference_header, reference_kind
+from helpers import (
+    REFERENCE_WRITER_DTYPES,
+    bounded,
+    build,
+    has_tied_ranges,
+    reference_header,
+    reference_kind,
+)
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -743,41 +749,6 @@ def summary(result: object) -> object:
         result.header_size,
         result.file_size,
     )
-
-
-class _Pairs(list):  # type: ignore[type-arg]
-    pass
-
-
-def has_tied_ranges(data: bytes) -> bool:
-    """Whether two tensors (after last-wins) may name the same data_offsets.
-
-    The reference then walks them in a random order, so its error kind may vary between runs
-    (docs/format.md §6); only accept/reject is compared there. Conservative: reads the
-    header with Python's lenient json; what it cannot read has no ties that matter.
-    """
-    try:
-        n = int.from_bytes(data[:8], "little")
-        top = json.loads(data[8 : 8 + n].decode(), object_pairs_hook=_Pairs)
-    except (ValueError, RecursionError):
-        return False
-    if type(top) is not _Pairs:
-        return False
-    entries = {key: value for key, value in top if key != "__metadata__"}
-    seen = set()
-    for entry in entries.values():
-        if type(entry) is _Pairs:
-            offsets = [value for key, value in entry if key == "data_offsets"]
-        elif type(entry) is list and len(entry) == 3:
-            offsets = [entry[2]]
-        else:
-            continue
-        for value in offsets:
-            token = repr(value)
-            if token in seen:
-                return True
-            seen.add(token)
-    return False
 
 
 def assert_same_verdict(data: bytes) -> None:

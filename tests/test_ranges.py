@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,7 @@ np = pytest.importorskip("numpy")
 hypothesis = pytest.importorskip("hypothesis")
 st = pytest.importorskip("hypothesis.strategies")
 
+ROOT = Path(__file__).resolve().parent.parent
 _WHOLE_BYTE = {"U8": 1, "I16": 2, "F32": 4, "BF16": 2, "F64": 8, "C64": 8}
 
 
@@ -277,3 +283,31 @@ def test_matches_the_reference_get_slice(tmp_path: Any) -> None:
 def test_the_method_delegates() -> None:
     info, _ = _file("F32", (4, 6))
     assert info.byte_ranges(np.s_[:, 2:4]) == byte_ranges(info, np.s_[:, 2:4])
+
+
+def test_many_dimensions_take_linear_time() -> None:
+    # A valid header of 150,000 dimensions (2, then ones, then 3) and keys that leave the last
+    # dimension partly selected, so that every dimension before it counts. A product per axis
+    # made this quadratic: 40,000 dimensions took 4.7 s, these would take over a minute. The
+    # subprocess's timeout is the test; the answer is checked too.
+    code = """
+        from safetensors_header import parse_header
+        dims = 150_000
+        text = '{"a":{"dtype":"U8","shape":[2,' + '1,' * (dims - 2) + '3],"data_offsets":[0,6]}}'
+        data = len(text).to_bytes(8, "little") + text.encode() + bytes(6)
+        a = parse_header(data, file_size=len(data)).tensors["a"]
+        start = a.start
+        assert a.byte_ranges((..., 0)) == [(start, 1), (start + 3, 1)]
+        assert a.byte_ranges((..., slice(1, None))) == [(start + 1, 2), (start + 4, 2)]
+        assert a.byte_ranges((1, ..., -1)) == [(start + 5, 1)]
+        assert a.byte_ranges((slice(None, None, -1), ..., 2)) == [(start + 5, 1), (start + 2, 1)]
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
