@@ -81,7 +81,7 @@ def test_names_with_control_characters_stay_on_one_line(tmp_path: Path) -> None:
     path.write_bytes(build({"a\nb\x00": tensor("U8", [1], 0, 1)}, 1))
     result = run("inspect", str(path))
     assert result.returncode == 0
-    assert any(line.startswith("a\\nb\\u0000") for line in result.stdout.splitlines())
+    assert any(line.startswith("a\\nb\\x00 ") for line in result.stdout.splitlines())
 
 
 def test_metadata_with_long_values_is_cut(
@@ -159,9 +159,14 @@ def test_validate_strict(tmp_path: Path) -> None:
     odd.write_bytes(build('{"a":["U8",[1],[0,1]],"a":["U8",[1],[0,1]]}', 1))
     result = run("validate", "--strict", TINY, str(odd))
     assert result.returncode == 1
+    # Every finding is shown, each on its own line (issue 18, point 9).
     assert result.stdout.splitlines() == [
         f"{TINY}: ok (7 tensors)",
-        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array (+3 more)",
+        f"{odd}: strict: 4 findings",
+        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
+        f"{odd}: strict: DuplicateTensor: tensor 'a' appears again; the last wins",
+        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
+        f"{odd}: strict: DataStartAlignment: the data buffer starts at byte 51, not a multiple of 8",
     ]
     assert run("validate", str(odd)).returncode == 0  # the reference accepts it
 
@@ -172,14 +177,31 @@ def test_validate_json(tmp_path: Path) -> None:
     result = run("validate", "--json", "--strict", TINY, str(bad), str(tmp_path / "missing"))
     assert result.returncode == 1
     good, wrong, missing = map(json.loads, result.stdout.splitlines())
-    assert good == {"path": TINY, "valid": True, "error": None, "findings": []}
+    assert good == {
+        "path": TINY,
+        "valid": True,
+        "tensors": 7,
+        "error": None,
+        "findings": [],
+        "problems": [],
+        "other_files": [],
+    }
     assert wrong["valid"] is False
     assert wrong["error"]["kind"] == "TensorInvalidInfo"
     assert wrong["error"]["tensor"] == "a"
-    assert missing["error"] == {"kind": "FileNotFoundError", "message": "No such file or directory"}
+    # An OS error's object has the keys of a HeaderError's (issue 18, point 10).
+    assert missing["error"] == {
+        "kind": "FileNotFoundError",
+        "message": "No such file or directory",
+        "hint": None,
+        "tensor": None,
+        "offset": None,
+    }
 
 
-def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_wide_names_are_cut_in_the_middle_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import io
 
     from safetensors_header import _cli
@@ -189,14 +211,17 @@ def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_p
             return True
 
     path = tmp_path / "wide.safetensors"
-    path.write_bytes(build({"n" * 300: tensor("U8", [1], 0, 1)}, 1))
+    path.write_bytes(build({"a" * 150 + "b" * 150: tensor("U8", [1], 0, 1)}, 1))
     monkeypatch.setenv("COLUMNS", "80")
-    out = Terminal()
+    stream = Terminal()
     args = _cli._argument_parser().parse_args(["inspect", str(path)])
-    assert _cli._inspect(args, out) == 0
-    row = next(line for line in out.getvalue().splitlines() if line.startswith("nnn"))
-    assert len(row) <= 80
-    assert "…" in row
+    assert _cli._inspect(args, _cli._Output(stream), _cli._Output(io.StringIO())) == 0
+    row = next(line for line in stream.getvalue().splitlines() if line.startswith("aaa"))
+    assert len(row) == 80
+    name = row.split()[0]
+    assert name.startswith("a" * 10)
+    assert "…" in name
+    assert name.endswith("b" * 10)  # the end, which tells such names apart, is kept
 
 
 def test_inspect_and_validate_a_sharded_checkpoint(tmp_path: Path) -> None:
@@ -257,7 +282,8 @@ def test_totals_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert "total: 7 tensors, 94 parameters, 235 bytes" in lines
     assert "dtype  tensors  parameters  bytes" in lines
-    summary = lines[lines.index("dtype  tensors  parameters  bytes") + 1 :]
+    summary = lines[lines.index("dtype  tensors  parameters  bytes") + 1 : -1]
+    assert lines[-1] == "(bytes in file: absolute offsets, start-end, end exclusive)"
     assert [line.split() for line in summary] == [
         ["BOOL", "1", "3", "3"],
         ["F16", "1", "32", "64"],
@@ -293,4 +319,4 @@ def test_checkpoint_problems_carry_their_kind(tmp_path: Path) -> None:
     assert set(document["problems"][0]) == {"kind", "message", "tensor"}
     assert document["totals"]["numel"] == 19
     text = run("inspect", str(index)).stdout.splitlines()
-    assert any(line.startswith("problem: TotalSize: the index's total_size is 50") for line in text)
+    assert any(line.startswith("warning: TotalSize: the index's total_size is 50") for line in text)
