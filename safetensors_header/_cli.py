@@ -52,6 +52,7 @@ _SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, str]]]] = {
 # stay when the output can encode them; the rest (C0, DEL, C1, bidi controls, U+2028/2029,
 # lone surrogates...) are written as escapes.
 _NOT_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
+_DIGITS: Final = re.compile(r"[0-9]+")
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as repr() writes them
 _SOURCE_HELP: Final = (
     "a .safetensors file, a checkpoint (a directory, or its index .json), an http(s):// URL "
@@ -316,13 +317,31 @@ def _count(number: int, noun: str) -> str:
 
 
 def _middle_cut(text: str, width: int, ellipsis: str) -> str:
-    """`text` in `width` characters, its start and end kept: ``encoder.la…dense.weight``."""
+    """`text` in `width` characters, its start and end kept: ``encoder.layer.3…query.weight``.
+
+    One run of characters is left out, centred, or as near the centre as a run that leaves
+    every digit in while keeping a third of the room for either end: the numbers (a layer's,
+    an expert's, a shard's) and the end (``q_proj``, ``bias``) are what tell the rows of a
+    model's table apart.
+    """
     if len(text) <= width:
         return text
-    keep = max(width - len(ellipsis), 0)
-    head = (keep + 1) // 2
-    tail = keep - head
-    return text[:head] + ellipsis + (text[-tail:] if tail else "")
+    keep = max(width - len(ellipsis), 2)
+    cut = len(text) - keep  # characters left out
+    centred = (keep + 1) // 2
+    start = centred
+    distance = len(text)
+    least = max(keep // 3, 1)  # characters kept at either end, at least
+    gap_start = least
+    for match in (*_DIGITS.finditer(text), None):
+        gap_end = len(text) - least if match is None else min(match.start(), len(text) - least)
+        if gap_end - gap_start >= cut:  # a run of this gap leaves the digits in
+            nearest = min(max(centred, gap_start), gap_end - cut)
+            if abs(nearest - centred) < distance:
+                start, distance = nearest, abs(nearest - centred)
+        if match is not None:
+            gap_start = max(match.end(), least)
+    return text[:start] + ellipsis + text[start + cut :]
 
 
 def _fitted(widths: list[int], shrinkable: Sequence[int], room: int) -> list[int]:
