@@ -166,7 +166,8 @@ def test_validate_strict(tmp_path: Path) -> None:
         f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
         f"{odd}: strict: DuplicateTensor: tensor 'a' appears again; the last wins",
         f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
-        f"{odd}: strict: DataStartAlignment: the data buffer starts at byte 51, not a multiple of 8",
+        f"{odd}: strict: DataStartAlignment: the data buffer starts at byte 51, not a multiple "
+        "of 8",
     ]
     assert run("validate", str(odd)).returncode == 0  # the reference accepts it
 
@@ -320,3 +321,222 @@ def test_checkpoint_problems_carry_their_kind(tmp_path: Path) -> None:
     assert document["totals"]["numel"] == 19
     text = run("inspect", str(index)).stdout.splitlines()
     assert any(line.startswith("warning: TotalSize: the index's total_size is 50") for line in text)
+
+
+# --- issue 18: the command line as a person uses it -----------------------------------------
+
+
+def test_a_missing_shard_is_named(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    index = write(tmp_path)
+    shard = tmp_path / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    for source in (str(tmp_path), str(index)):
+        result = run("inspect", source)
+        assert result.returncode == 1
+        assert result.stderr.startswith(
+            f"safetensors-header: {source}: FileNotFoundError: No such file or directory: {shard}."
+            " Hint: the checkpoint's index names this file, but it is not there"
+        )
+        (document,) = map(json.loads, run("validate", "--json", source).stdout.splitlines())
+        assert document["error"]["message"] == f"No such file or directory: {shard}"
+        assert "Fetch every file the index lists" in document["error"]["hint"]
+
+
+def test_a_directory_without_a_checkpoint_says_what_it_holds(tmp_path: Path) -> None:
+    for name in ("encoder.safetensors", "decoder.safetensors", "config.json"):
+        (tmp_path / name).write_bytes(Path(TINY).read_bytes())
+    result = run("inspect", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"safetensors-header: {tmp_path}: FileNotFoundError: no model.safetensors or "
+        "model.safetensors.index.json (nor the diffusers names) in the directory; it holds 2 "
+        "safetensors files: decoder.safetensors, encoder.safetensors. Hint: name the files: "
+        f"safetensors-header inspect {tmp_path}/*.safetensors\n"
+    )
+    (tmp_path / "decoder.safetensors").unlink()
+    result = run("validate", str(tmp_path))
+    assert result.stdout.endswith(
+        f"Hint: name the file: safetensors-header validate {tmp_path}/encoder.safetensors\n"
+    )
+    (tmp_path / "model.fp16.safetensors.index.json").write_text("{}")
+    result = run("validate", "--json", str(tmp_path))
+    error = json.loads(result.stdout)["error"]
+    assert "it holds the index model.fp16.safetensors.index.json" in error["message"]
+    assert error["hint"] == (
+        f"name the index: safetensors-header validate {tmp_path}/model.fp16.safetensors.index.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        pytest.param([], "no safetensors file in the directory (it is empty)", id="empty"),
+        pytest.param(
+            ["pytorch_model.bin", "config.json"],
+            "no safetensors file in the directory (it holds config.json, pytorch_model.bin)",
+            id="pytorch-only",
+        ),
+    ],
+)
+def test_a_directory_without_safetensors_files(tmp_path: Path, files: list[str], said: str) -> None:
+    for name in files:
+        (tmp_path / name).write_bytes(b"x")
+    result = run("inspect", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr == f"safetensors-header: {tmp_path}: FileNotFoundError: {said}\n"
+
+
+def test_files_beside_a_directory_checkpoint_are_named(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    write(tmp_path)
+    for name in ("model.safetensors", "adapter_model.safetensors"):
+        (tmp_path / name).write_bytes(Path(TINY).read_bytes())
+    note = "note: also in the directory, not read: adapter_model.safetensors, model.safetensors"
+    assert note in run("inspect", str(tmp_path)).stdout.splitlines()
+    document = json.loads(run("inspect", "--json", str(tmp_path)).stdout)
+    assert document["other_files"] == ["adapter_model.safetensors", "model.safetensors"]
+    result = run("validate", str(tmp_path))
+    assert (result.returncode, result.stdout.splitlines()) == (
+        0,
+        [f"{tmp_path}: ok (4 tensors)", f"{tmp_path}: {note}"],
+    )
+    # The index is read (not model.safetensors), so the files beside it are named.
+    (tmp_path / "model.safetensors.index.json").unlink()
+    document = json.loads(run("validate", "--json", str(tmp_path)).stdout)
+    assert document["tensors"] == 7
+    assert document["other_files"] == [
+        "adapter_model.safetensors",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+
+
+def test_help_says_what_a_source_is_with_examples() -> None:
+    top = run("--help")
+    assert top.returncode == 0
+    assert "examples:" in top.stdout
+    for command in ("inspect", "validate", "diff"):
+        result = run(command, "--help")
+        assert result.returncode == 0
+        assert "http(s):// URL" in " ".join(result.stdout.split())
+        assert "a checkpoint (a directory, or its index .json)" in " ".join(result.stdout.split())
+        assert "examples:" in result.stdout
+        assert f"  safetensors-header {command} " in result.stdout
+        assert "exit status:" in result.stdout
+
+
+def test_version() -> None:
+    from safetensors_header import __version__
+
+    result = run("--version")
+    assert (result.returncode, result.stdout) == (0, f"safetensors-header {__version__}\n")
+
+
+def test_checkpoint_problems_are_warnings_unless_strict(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    weight_map = {
+        "embed": "model-00001-of-00002.safetensors",
+        "l0.w": "model-00001-of-00002.safetensors",
+    }
+    weight_map |= {"l1.w": "model-00002-of-00002.safetensors"}  # "head" is not listed
+    index = write(tmp_path, weight_map=weight_map, metadata={"total_size": 90_857_060})
+    result = run("validate", str(index))
+    assert result.returncode == 0  # warnings leave the exit status alone
+    assert result.stdout.splitlines() == [
+        f"{index}: ok (4 tensors), 2 warnings",
+        f"{index}: warning: UnlistedTensor: tensor 'head' is in "
+        "'model-00002-of-00002.safetensors' but not in the index's weight_map",
+        f"{index}: warning: TotalSize: the index's total_size is 90857060, but the tensors "
+        "hold 51 bytes",
+    ]
+    result = run("validate", "--strict", str(index))
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == f"{index}: strict: 2 findings"
+    assert result.stdout.splitlines()[1].startswith(f"{index}: strict: UnlistedTensor: ")
+    document = json.loads(run("validate", "--json", "--strict", str(index)).stdout)
+    assert document["valid"] is False
+    assert [p["kind"] for p in document["problems"]] == ["UnlistedTensor", "TotalSize"]
+    assert document["findings"] == []
+    # inspect shows the index's numbers as people read them.
+    text = run("inspect", str(index)).stdout.splitlines()
+    assert "  total_size: 90,857,060" in text
+    assert f"{index}: 2 files, 4 tensors" in text
+
+
+def test_strict_audits_every_shard(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    write(tmp_path)
+    shard = tmp_path / "model-00002-of-00002.safetensors"
+    shard.write_bytes(
+        build(
+            '{"l1.w":["BF16",[2,2],[0,8]],"head":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}',
+            11,
+            pad=True,
+        )
+    )
+    result = run("validate", "--strict", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{tmp_path}: strict: 1 finding",
+        f"{tmp_path}: strict: ArrayForm: model-00002-of-00002.safetensors: tensor 'l1.w' is "
+        "written as an array",
+    ]
+    assert run("validate", str(tmp_path)).returncode == 0
+
+
+def test_singular_and_plural(tmp_path: Path) -> None:
+    one = tmp_path / "one.safetensors"
+    one.write_bytes(build({"a": tensor("U8", [1], 0, 1)}, 1))
+    lines = run("inspect", str(one)).stdout.splitlines()
+    assert lines[0].startswith(f"{one}: 1 tensor, header ")
+    assert "total: 1 tensor, 1 parameter, 1 byte" in lines
+    assert run("validate", str(one)).stdout == f"{one}: ok (1 tensor)\n"
+    (tmp_path / "model.safetensors").write_bytes(one.read_bytes())
+    assert run("inspect", str(tmp_path)).stdout.startswith(f"{tmp_path}: 1 file, 1 tensor\n")
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    odd = build('{"a":["U8",[1],[0,1]]}', 1)
+
+    def piped(*args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "safetensors_header", *args],
+            input=data,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    result = piped("inspect", "-", data=Path(TINY).read_bytes())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        b"<stdin>: 7 tensors, header 576 bytes, data at 584, file unknown"
+    )
+    result = piped("validate", "--strict", "-", data=odd)
+    assert result.returncode == 1
+    assert b"<stdin>: strict: ArrayForm: tensor 'a' is written as an array" in result.stdout
+    result = piped("validate", "--json", "-", TINY, data=b"GGUF" + bytes(60))
+    verdict = json.loads(result.stdout.splitlines()[0])
+    assert (verdict["path"], verdict["error"]["kind"]) == ("-", "HeaderTooLarge")
+    assert "GGUF" in verdict["error"]["hint"]
+    result = piped("inspect", "-", "-", data=b"")
+    assert result.returncode == 2
+    assert b"can be read only once" in result.stderr
+
+
+def test_an_interrupt_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header import _cli
+
+    def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli, "_validate", interrupted)
+    assert main(["validate", TINY]) == 130
+    assert capsys.readouterr().err == "safetensors-header: interrupted\n"
