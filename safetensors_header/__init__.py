@@ -20,11 +20,12 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
+    from ._fetch import read_ranges
     from ._writer import encode_header, update_metadata, write_file
 
-# The audit, the checkpoint reader and the writer load on first use, so that reading one
-# header (and the command line's cold start) pays only for the core. The adapters are
-# submodules, imported by name: safetensors_header.numpy, .zarr and .virtualizarr.
+# The audit, the checkpoint reader, the range reader and the writer load on first use, so
+# that reading one header (and the command line's cold start) pays only for the core. The
+# adapters are submodules, imported by name: safetensors_header.numpy, .zarr, .virtualizarr.
 _LAZY = {
     "FINDING_KINDS": "_audit",
     "Finding": "_audit",
@@ -32,6 +33,7 @@ _LAZY = {
     "Checkpoint": "_checkpoint",
     "DtypeTotal": "_checkpoint",
     "read_checkpoint": "_checkpoint",
+    "read_ranges": "_fetch",
     "encode_header": "_writer",
     "update_metadata": "_writer",
     "write_file": "_writer",
@@ -76,6 +78,7 @@ __all__ = [
     "parse_header",
     "read_checkpoint",
     "read_header",
+    "read_ranges",
     "update_metadata",
     "write_file",
 ]

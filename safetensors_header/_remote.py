@@ -18,27 +18,39 @@ and the whole body) is not downloaded: the body is read as far as `bytes_needed`
 bytes, then exactly N more) and the connection is closed; the size is its Content-Length.
 A ``416`` for the first read (an empty file) is answered from its ``Content-Range: bytes */L``.
 
-Each call builds its own opener and keeps its state in locals: calls from many threads share
-nothing mutable. No format rule lives here: `bytes_needed` and `parse_header` judge every byte.
+`read_url_ranges` fetches byte ranges with the same client: the first request alone (it
+follows redirects and learns the file's size and ETag), the others in parallel, straight to
+the final URL with ``If-Range``. A server that ignores Range is read once, from byte 0 as far
+as the last range ends, and every range is cut from that one body.
+
+``timeout`` bounds a whole call: every connect and every socket read (each line of a status
+or header block, each piece of a body) waits at most what is left of it, so a server that
+trickles a byte at a time, or answers ``100 Continue`` without end, is cut off when the time
+is up. Each call builds its own opener and keeps its state in locals: calls from many threads
+share nothing mutable. No format rule lives here: `bytes_needed` and `parse_header` judge
+every byte.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import random
 import re
+import socket
 import time
 from urllib.parse import urlsplit, urlunsplit
 
 from ._errors import RemoteError
 from ._format import HEADER_LENGTH_SIZE, bytes_needed
 from ._parser import parse_header
+from ._sources import TIMEOUT
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import http.client
     import urllib.request
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import IO, Final, TypeVar
 
     from ._header import Header
@@ -46,21 +58,28 @@ if TYPE_CHECKING:
     _Result = TypeVar("_Result")
 
 # urllib.request, http.client, ssl and email take as long to import as the rest of the package,
-# and most callers never read a URL: they are imported on the first URL read (hence the
-# `noqa: PLC0415` on the imports inside functions below).
+# and most callers never read a URL: they are imported on the first URL read.
 
-__all__ = ["fetch_document", "read_url", "redact"]
+__all__ = ["fetch_document", "read_url", "read_url_ranges", "redact"]
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
 # The most bytes asked of one response.read(): http.client allocates read(n) in full
 # before any byte arrives.
 _BODY_READ_SIZE: Final = 1 << 20
-# Sent only to the origin (scheme, host, port) of the URL given: never on to a CDN or mirror.
-_CREDENTIALS: Final = frozenset({"authorization", "cookie"})
+# The caller's headers that may go on to another origin (scheme, host, port) than the URL
+# given; every other one (Authorization, Cookie, Proxy-Authorization, X-Api-Key, a signed
+# token...) goes only to that origin, never on to a CDN or mirror it redirects to.
+SAFE_ACROSS_ORIGINS: Final = frozenset({"accept", "accept-language", "user-agent"})
 _RANGE_HEADERS: Final = frozenset({"range", "if-range"})  # always ours
+# A byte count: decimal digits, ASCII only (str.isdigit() is true for "²", which int()
+# refuses), and at most 19 of them (a u64 has 20; int() refuses over 4,300 digits).
+_NUMBER: Final = "[0-9]{1,19}"
+_LENGTH: Final = re.compile(_NUMBER)
 # Range units are case-insensitive (RFC 9110, section 14.1).
-_CONTENT_RANGE: Final = re.compile(r"bytes[ \t]+(\d+)-(\d+)/(\d+|\*)", re.ASCII | re.IGNORECASE)
-_UNSATISFIED: Final = re.compile(r"bytes[ \t]+\*/(\d+)", re.ASCII | re.IGNORECASE)
+_CONTENT_RANGE: Final = re.compile(
+    rf"bytes[ \t]+({_NUMBER})-({_NUMBER})/({_NUMBER}|\*)", re.ASCII | re.IGNORECASE
+)
+_UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_NUMBER})", re.ASCII | re.IGNORECASE)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _PERMANENT_5XX: Final = frozenset({501, 505})  # Not Implemented, Version Not Supported
 _HINTS: Final = {
@@ -86,7 +105,7 @@ def read_url(
     *,
     max_header_size: int,
     headers: Mapping[str, str] | None,
-    timeout: float,
+    timeout: float | None,
     first_read: int,
     retries: int,
 ) -> Header:
@@ -102,11 +121,7 @@ def read_url(
         raise ValueError(
             f"first_read must be at least 8 bytes (the header length), not {first_read}"
         )
-    if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout}")
-    if retries < 0:
-        raise ValueError(f"retries must be 0 or more, not {retries}")
-    client = _Client(url, headers or {}, timeout, retries, max_header_size)
+    client = _Client(url, headers, _Clock(timeout), retries, max_header_size)
     first = client.get(0, first_read)
     data, size = first.data, first.size
     need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
@@ -116,26 +131,111 @@ def read_url(
         rest = client.get(len(data), need, if_range=first.etag)
         if rest.whole:  # the file changed (If-Range), or Range stopped being honoured
             data, size = rest.data, rest.size  # read from 0 as far as its header needs
-        elif rest.size != size:
-            raise RemoteError(
-                f"the file at {client.shown} changed between two requests: its size was "
-                f"{size} and is now {rest.size}",
-                url=client.shown,
-            )
         else:
+            client.same_size(size, rest.size)
             data += rest.data
     return parse_header(data, file_size=size, max_header_size=max_header_size)
 
 
+def read_url_ranges(
+    url: str,
+    spans: Sequence[tuple[int, int]],
+    /,
+    *,
+    headers: Mapping[str, str] | None,
+    timeout: float | None,
+    retries: int,
+    max_workers: int,
+) -> tuple[list[bytes], int | None]:
+    """The bytes of each ``[start, stop)`` span (non-empty), and the file's size if known.
+
+    A span is cut short only where the file ends. The first span is asked for alone (it
+    follows the redirects and learns the size and ETag), the others in parallel on at most
+    `max_workers` threads, to the final URL, with ``If-Range``: a file replaced in between is
+    a `RemoteError`, not a mix of two files. A server that ignores Range is read once, from
+    byte 0 as far as the last span ends, and every span is cut from that body.
+    """
+    client = _Client(url, headers, _Clock(timeout), retries, 0)
+    end = max(stop for _, stop in spans)
+    first = client.get(*spans[0], whole=lambda response, size: _read(response, end, size))
+    if first.whole:
+        return [first.data[start:stop] for start, stop in spans], first.size
+
+    def refuse(response: http.client.HTTPResponse, size: int | None) -> bytes:
+        raise RemoteError(
+            f"{client.where()} answered a ranged request with the whole file (200): it was "
+            "replaced since the first request (If-Range), or stopped honouring Range",
+            url=client.shown,
+        )
+
+    def fetch(span: tuple[int, int]) -> bytes:
+        reply = client.get(*span, if_range=first.etag, whole=refuse)
+        client.same_size(first.size, reply.size)
+        return reply.data
+
+    rest = spans[1:]
+    if len(rest) <= 1 or max_workers <= 1:
+        return [first.data, *map(fetch, rest)], first.size
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(rest)))
+    try:
+        pieces = list(pool.map(fetch, rest))
+    finally:
+        pool.shutdown(cancel_futures=True)  # after a failure, the requests not yet sent
+    return [first.data, *pieces], first.size
+
+
 def fetch_document(
-    url: str, /, *, limit: int, headers: Mapping[str, str] | None, timeout: float, retries: int
+    url: str,
+    /,
+    *,
+    limit: int,
+    headers: Mapping[str, str] | None,
+    timeout: float | None,
+    retries: int,
 ) -> bytes:
     """The whole body at `url` (a JSON index, say): at most `limit` bytes, else RemoteError.
 
     The same client as `read_url`: redirects without credentials to other origins, bounded
-    retries, `RemoteError` for HTTP and network failures.
+    retries and time, `RemoteError` for HTTP and network failures.
     """
-    return _Client(url, headers or {}, timeout, retries, limit).document(limit)
+    return _Client(url, headers, _Clock(timeout), retries, limit).document(limit)
+
+
+def check_options(*, timeout: float | None, retries: int) -> None:
+    """ValueError for options out of range (before any request is sent)."""
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout}")
+    if retries < 0:
+        raise ValueError(f"retries must be 0 or more, not {retries}")
+
+
+class _Clock:
+    """The deadline of one call: what every connect, socket read and retry may still wait."""
+
+    __slots__ = ("deadline", "timeout")
+
+    def __init__(self, timeout: float | None) -> None:
+        check_options(timeout=timeout, retries=0)
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float:
+        """Seconds the next wait may take; TimeoutError when the call's time is up."""
+        if self.deadline is None:
+            return TIMEOUT  # no bound on the call: each wait still ends after a stall
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the call's timeout of {self.timeout:g} s is up")
+        return left
+
+    def allows(self, delay: float) -> bool:
+        """Whether there is time for a wait of `delay` seconds and another attempt."""
+        return self.deadline is None or time.monotonic() + delay < self.deadline
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
 
 class _Reply:
@@ -148,75 +248,116 @@ class _Reply:
     ) -> None:
         self.data = data  # from file offset `start` of the request, or from 0 when `whole`
         self.size = size  # the file's size, when the server said
-        self.whole = whole  # a 200: data is the file's start, read as far as the header needs
+        self.whole = whole  # a 200: data is the file's start, as far as the caller asked
         self.etag = etag  # a strong validator, for If-Range
 
 
 class _Client:
-    """The requests of one call. Never shared: every call makes its own."""
+    """The requests of one call. Never shared between calls: every call makes its own."""
 
     def __init__(
-        self, url: str, headers: Mapping[str, str], timeout: float, retries: int, limit: int
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        clock: _Clock,
+        retries: int,
+        limit: int,
     ) -> None:
         import urllib.request
 
+        check_options(timeout=clock.timeout, retries=retries)
         self.origin = _origin(url)
         self.given = url
         self.url = url  # where the next request goes: after one, its final URL
         self.shown = redact(url)
-        self.headers = {k: v for k, v in headers.items() if k.lower() not in _RANGE_HEADERS}
-        self.timeout = timeout
+        self.headers = {
+            name: value
+            for name, value in (headers or {}).items()
+            if name.lower() not in _RANGE_HEADERS
+        }
+        self.clock = clock
         self.retries = retries
         self.limit = limit
-        self.opener = urllib.request.build_opener(_redirect_handler())  # one per call
+        http_handler, https_handler = _timed_handlers()
+        handlers = [_redirect_handler()(), http_handler(clock)]
+        if https_handler is not None:
+            handlers.append(https_handler(clock))
+        self.opener = urllib.request.build_opener(*handlers)  # one per call
 
-    def get(self, start: int, stop: int, *, if_range: str | None = None) -> _Reply:
-        """Bytes ``[start, stop)`` (or a whole-body reply), retried on transient failures."""
-        return self._retried(lambda: self._attempt(start, stop, if_range))
+    def get(
+        self,
+        start: int,
+        stop: int,
+        *,
+        if_range: str | None = None,
+        whole: Callable[[http.client.HTTPResponse, int | None], bytes] | None = None,
+    ) -> _Reply:
+        """Bytes ``[start, stop)``, retried on transient failures.
+
+        A server that ignores Range answers 200 with the whole file: `whole` reads what the
+        caller wants of it (from byte 0), by default as far as the header needs.
+        """
+        return self._retried(lambda: self._attempt(start, stop, if_range, whole or self._header))
 
     def document(self, limit: int) -> bytes:
         """A whole (small) document, such as an index JSON, of at most `limit` bytes."""
         return self._retried(lambda: self._whole_document(limit))
 
-    def _whole_document(self, limit: int) -> bytes:
-        import urllib.error
+    def same_size(self, size: int | None, now: int | None) -> None:
+        """RemoteError when two replies disagree on the file's size: it changed in between."""
+        if now != size:
+            raise RemoteError(
+                f"the file at {self.shown} changed between two requests: its size was "
+                f"{size} and is now {now}",
+                url=self.shown,
+            )
+
+    def _open(self, headers: dict[str, str]) -> http.client.HTTPResponse:
         import urllib.request
 
-        headers = self._headers_here()
         request = urllib.request.Request(self.url, headers=headers)
+        response: http.client.HTTPResponse = self.opener.open(request, timeout=self.clock.left())
+        return response
+
+    def _whole_document(self, limit: int) -> bytes:
+        import urllib.error
+
         try:
-            response: http.client.HTTPResponse = self.opener.open(request, timeout=self.timeout)
+            response = self._open(self._headers_here())
         except urllib.error.HTTPError as error:
             with error:
                 raise self._status_error(error.code, error.geturl() or self.url) from None
         with response:
             self.url = response.geturl() or self.url
-            data = _read(response, limit + 1, _content_length(response))
+            data = _read(response, limit + 1, self._content_length(response))
         if len(data) > limit:
-            raise RemoteError(f"{self._where()} is larger than {limit:,} bytes", url=self.shown)
+            raise RemoteError(f"{self.where()} is larger than {limit:,} bytes", url=self.shown)
         return data
 
     def _headers_here(self) -> dict[str, str]:
-        """The caller's headers for a request to `self.url`: credentials only to the origin."""
+        """The caller's headers for a request to `self.url`: all of them only to the origin."""
         if _origin(self.url) == self.origin:
             return dict(self.headers)
-        return {k: v for k, v in self.headers.items() if k.lower() not in _CREDENTIALS}
+        return {k: v for k, v in self.headers.items() if k.lower() in SAFE_ACROSS_ORIGINS}
 
     def _retried(self, attempt_once: Callable[[], _Result]) -> _Result:
         import http.client
 
         attempts = self.retries + 1
+        failure: BaseException | None = None
         for attempt in range(attempts):
             if attempt:
-                delay = _BACKOFF * 2 ** (attempt - 1)
-                _sleep(delay * (0.5 + random.random() / 2))  # jitter: clients retry apart
+                delay = _BACKOFF * 2 ** (attempt - 1) * (0.5 + random.random() / 2)  # jitter
+                if not self.clock.allows(delay):
+                    break  # no time left for another attempt
+                _sleep(delay)
             try:
                 return attempt_once()
             except RemoteError as error:
                 status = error.status
                 if status is None or status < 500 or status in _PERMANENT_5XX:
                     raise
-                failure: BaseException = error
+                failure = error
             except (OSError, http.client.HTTPException) as error:
                 cause = _cause(error)
                 if not _transient(cause):
@@ -224,7 +365,15 @@ class _Client:
                         f"could not read {self.shown}: {_failure_reason(cause)}", url=self.shown
                     ) from cause
                 failure = cause
-        tries = f"{attempts} attempts" if attempts > 1 else "1 attempt, no retries"
+            if self.clock.expired():
+                break
+        assert failure is not None  # the loop ran at least once, and every success returned
+        done = attempt + 1
+        tries = f"{done} attempt{'s' if done > 1 else ''}"
+        if self.clock.expired() or done < attempts:
+            tries += f", the timeout of {self.clock.timeout:g} s used up"
+        elif attempts == 1:
+            tries += ", no retries"
         if isinstance(failure, RemoteError):
             raise RemoteError(
                 f"{failure} ({tries})", url=self.shown, status=failure.status
@@ -233,40 +382,48 @@ class _Client:
             f"could not read {self.shown}: {_failure_reason(failure)} ({tries})", url=self.shown
         ) from failure
 
-    def _attempt(self, start: int, stop: int | None, if_range: str | None) -> _Reply:
+    def _attempt(
+        self,
+        start: int,
+        stop: int | None,
+        if_range: str | None,
+        whole: Callable[[http.client.HTTPResponse, int | None], bytes],
+    ) -> _Reply:
         import urllib.error
-        import urllib.request
 
         headers = self._headers_here()
         if stop is not None:
             headers["Range"] = f"bytes={start}-{stop - 1}"  # inclusive: stop - start bytes
             if if_range is not None:
                 headers["If-Range"] = if_range
-        request = urllib.request.Request(self.url, headers=headers)
         try:
-            response: http.client.HTTPResponse = self.opener.open(request, timeout=self.timeout)
+            response = self._open(headers)
         except urllib.error.HTTPError as error:
             with error:
                 location = error.geturl() or self.url
-                if error.code == 416 and start == 0 and stop is not None:
-                    return self._unsatisfiable(error.headers.get("Content-Range"))
+                if error.code == 416 and stop is not None:
+                    reply = self._unsatisfiable(start, error.headers.get("Content-Range"), whole)
+                    if reply is not None:
+                        return reply
                 raise self._status_error(error.code, location) from None
         with response:
             self.url = response.geturl() or self.url
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
                 raise RemoteError(
-                    f"{self._where()} sent the body with Content-Encoding {encoding}: its bytes "
-                    "are not the file's (do not pass an Accept-Encoding header)",
+                    f"{self.where()} sent the body with Content-Encoding {_plain(encoding)}: "
+                    "its bytes are not the file's (do not pass an Accept-Encoding header)",
                     url=self.shown,
                 )
             if response.status == 206 and stop is not None:
                 return self._partial(response, start, stop)
             if response.status == 200:
-                return self._whole(response)
+                # Returning closes the response (`with`): the rest is never downloaded.
+                size = self._content_length(response)
+                return _Reply(whole(response, size), size, whole=True)
             raise RemoteError(
-                f"{self._where()} answered HTTP {response.status} {response.reason} to a GET "
-                f"with {headers.get('Range', 'no Range')}",
+                f"{self.where()} answered HTTP {response.status} {_plain(response.reason)} to "
+                f"a GET with {headers.get('Range', 'no Range')}",
                 url=self.shown,
                 status=response.status,
             )
@@ -277,7 +434,7 @@ class _Client:
         match = _CONTENT_RANGE.fullmatch(value.strip()) if value else None
         if match is None:
             raise RemoteError(
-                f"{self._where()} answered 206 without a usable Content-Range ({value!r})",
+                f"{self.where()} answered 206 without a usable Content-Range ({_shown(value)})",
                 url=self.shown,
             )
         first, last = int(match[1]), int(match[2])
@@ -290,16 +447,17 @@ class _Client:
             expected = min(stop, size) - 1
         if first != start or last != expected:
             raise RemoteError(
-                f"{self._where()} answered Range bytes={start}-{stop - 1} with Content-Range "
-                f"{value!r}; expected bytes {start}-{expected}/{'*' if size is None else size}",
+                f"{self.where()} answered Range bytes={start}-{stop - 1} with Content-Range "
+                f"{_shown(value)}; expected bytes {start}-{expected}/"
+                f"{'*' if size is None else size}",
                 url=self.shown,
             )
         count = last - first + 1
-        length = _content_length(response)
+        length = self._content_length(response)
         if length is not None and length != count:
             raise RemoteError(
-                f"{self._where()} sent Content-Length {length} with Content-Range {value!r} "
-                f"({count} bytes)",
+                f"{self.where()} sent Content-Length {length} with Content-Range "
+                f"{_shown(value)} ({count} bytes)",
                 url=self.shown,
             )
         data = _read(response, count, count)
@@ -307,13 +465,12 @@ class _Client:
         strong = etag is not None and not etag.startswith("W/")  # If-Range needs a strong one
         return _Reply(data, size, whole=False, etag=etag if strong else None)
 
-    def _whole(self, response: http.client.HTTPResponse) -> _Reply:
-        """A 200 (Range ignored): the body as far as `bytes_needed` asks, then stop.
+    def _header(self, response: http.client.HTTPResponse, size: int | None) -> bytes:
+        """A 200 for a header read: the body as far as `bytes_needed` asks, then stop.
 
         That is the 8 bytes of the length prefix, then exactly N more (or, for a bad prefix,
         the bytes up to 64 that let its error say what the file is, then the error).
         """
-        size = _content_length(response)
         data = b""
         need = bytes_needed(data, file_size=size, max_header_size=self.limit)
         while len(data) < need:
@@ -322,16 +479,24 @@ class _Client:
             if len(data) < need:
                 break  # the body ended, and had no length: `parse_header` judges it as it is
             need = bytes_needed(data, file_size=size, max_header_size=self.limit)
-        # Returning closes the response (`with` in _attempt): the rest is never downloaded.
-        return _Reply(data, size, whole=True)
+        return data
 
-    def _unsatisfiable(self, content_range: str | None) -> _Reply:
-        """A 416 for bytes from 0: the file is empty (or the server cannot range at all)."""
+    def _unsatisfiable(
+        self,
+        start: int,
+        content_range: str | None,
+        whole: Callable[[http.client.HTTPResponse, int | None], bytes],
+    ) -> _Reply | None:
+        """A 416: the range starts at or past the end of the file (None: a bare 416)."""
         match = _UNSATISFIED.fullmatch(content_range.strip()) if content_range else None
-        if match is not None and int(match[1]) < HEADER_LENGTH_SIZE:
-            # Nothing to read: parse_header(b"", file_size=L) gives HeaderTooSmall.
-            return _Reply(b"", int(match[1]), whole=True)
-        return self._attempt(0, None, None)  # ask for the body without Range (read as a 200)
+        if match is not None and int(match[1]) <= start:
+            # Nothing there: an empty piece, and the file's size (for bytes from 0 of an empty
+            # file, parse_header(b"", file_size=L) then gives HeaderTooSmall).
+            return _Reply(b"", int(match[1]), whole=start == 0)
+        if start == 0:
+            # A 416 for bytes from 0 of a file that has them: the server cannot range at all.
+            return self._attempt(0, None, None, whole)  # ask without Range (read as a 200)
+        return None
 
     def _status_error(self, status: int, location: str) -> RemoteError:
         import http
@@ -347,7 +512,20 @@ class _Client:
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
         return RemoteError(message, url=self.shown, status=status)
 
-    def _where(self) -> str:
+    def _content_length(self, response: http.client.HTTPResponse) -> int | None:
+        """The Content-Length: None when absent, RemoteError unless a plain byte count."""
+        value = response.headers.get("Content-Length")
+        if value is None:
+            return None
+        if _LENGTH.fullmatch(value.strip()) is None:
+            raise RemoteError(
+                f"{self.where()} sent an unusable Content-Length ({_shown(value)}): not a "
+                "decimal byte count of at most 19 digits",
+                url=self.shown,
+            )
+        return int(value)
+
+    def where(self) -> str:
         if self.url == self.given:
             return self.shown
         return f"{self.shown} (redirected to {redact(self.url)})"
@@ -375,22 +553,30 @@ def _read(response: http.client.HTTPResponse, count: int, available: int | None)
     return data
 
 
-def _content_length(response: http.client.HTTPResponse) -> int | None:
-    value = response.headers.get("Content-Length")
-    if value is None or not value.strip().isdigit():
-        return None
-    return int(value)
+def _plain(text: str, limit: int = 100) -> str:
+    """Text from a server, for a message: as it is if printable ASCII, else escaped."""
+    text = text[:limit]
+    return text if text.isascii() and text.isprintable() else ascii(text)[1:-1]
+
+
+def _shown(text: str | None, limit: int = 100) -> str:
+    """Text from a server, for a message: quoted and escaped, and cut to `limit` characters."""
+    if text is None:
+        return "None"
+    return ascii(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 @functools.cache  # the class, made on the first URL read (urllib is imported then)
 def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
     import urllib.request
+    from urllib.parse import urljoin
 
-    class CredentialSafeRedirects(urllib.request.HTTPRedirectHandler):
-        """urllib's redirects (Range kept), but credentials stay with the origin given.
+    class SafeRedirects(urllib.request.HTTPRedirectHandler):
+        """urllib's redirects (Range kept), but only to http(s), and headers kept in check.
 
-        urllib's own handler re-sends every header to wherever it is redirected; the Hub
-        redirects to a CDN, which must not receive the Hub token.
+        urllib's own handler re-sends every header to wherever it is redirected (the Hub
+        redirects to a CDN, which must not receive the Hub token), follows ``ftp://`` too,
+        and lets a malformed Location out as a bare ValueError.
         """
 
         def redirect_request(  # noqa: PLR0917 - urllib's signature
@@ -405,11 +591,124 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
             new = super().redirect_request(req, fp, code, msg, headers, newurl)
             if new is not None and _origin(new.full_url) != _origin(req.full_url):
                 for name in list(new.headers):
-                    if name.lower() in _CREDENTIALS:
+                    if name.lower() not in SAFE_ACROSS_ORIGINS | _RANGE_HEADERS:
                         new.remove_header(name)
             return new
 
-    return CredentialSafeRedirects
+        def http_error_302(
+            self,
+            req: urllib.request.Request,
+            fp: IO[bytes],
+            code: int,
+            msg: str,
+            headers: http.client.HTTPMessage,
+        ) -> IO[bytes] | None:
+            location = headers.get("Location") or headers.get("URI")
+            if location is not None:
+                problem = None
+                try:
+                    target = urljoin(req.full_url, location)
+                    scheme = urlsplit(target).scheme.lower()
+                    _ = urlsplit(target).port  # a bad port is a ValueError here
+                except ValueError:
+                    problem = f"a malformed URL ({_shown(location)})"
+                else:
+                    if scheme not in ("http", "https"):
+                        problem = f"a {_shown(scheme)} URL: only http and https are followed"
+                if problem is not None:
+                    fp.close()
+                    raise RemoteError(
+                        f"{redact(req.full_url)} answered {code} with a redirect to {problem}",
+                        url=redact(req.full_url),
+                        status=code,
+                    )
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    return SafeRedirects
+
+
+@functools.cache  # the classes, made on the first URL read (http.client is imported then)
+def _timed_handlers() -> tuple[
+    Callable[[_Clock], urllib.request.BaseHandler],
+    Callable[[_Clock], urllib.request.BaseHandler] | None,
+]:
+    """urllib's HTTP(S) handlers, with connections whose every wait is bounded by a `_Clock`."""
+    import http.client
+    import urllib.request
+
+    class TimedReader(io.RawIOBase):
+        """The socket's reader, the socket's timeout set to the time left before each read."""
+
+        def __init__(self, raw: io.RawIOBase, sock: socket.socket, clock: _Clock) -> None:
+            super().__init__()
+            self.raw, self.sock, self.clock = raw, sock, clock
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: memoryview) -> int | None:  # type: ignore[override]
+            self.sock.settimeout(self.clock.left())
+            return self.raw.readinto(buffer)
+
+        def close(self) -> None:
+            self.raw.close()
+            super().close()
+
+    class TimedResponse(http.client.HTTPResponse):
+        def __init__(self, sock: socket.socket, *args: object, clock: _Clock, **kwargs: object):
+            super().__init__(sock, *args, **kwargs)  # type: ignore[arg-type]
+            raw = self.fp.detach()  # nothing is read yet: no buffered byte is lost
+            self.fp = io.BufferedReader(TimedReader(raw, sock, clock))
+
+    def timed(base: type[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+        class TimedConnection(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: object, clock: _Clock, **kwargs: object) -> None:
+                super().__init__(*args, **kwargs)
+                self.clock = clock
+                self.response_class = functools.partial(TimedResponse, clock=clock)
+
+            def connect(self) -> None:
+                self.timeout = self.clock.left()  # the TCP connect and the TLS handshake
+                super().connect()
+
+            def send(self, data: object) -> None:
+                if self.sock is None:
+                    self.connect()
+                self.sock.settimeout(self.clock.left())
+                super().send(data)
+
+        return TimedConnection
+
+    http_connection = timed(http.client.HTTPConnection)
+
+    class TimedHTTPHandler(urllib.request.HTTPHandler):
+        def __init__(self, clock: _Clock) -> None:
+            super().__init__()
+            self.clock = clock
+
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(functools.partial(http_connection, clock=self.clock), req)
+
+    if not hasattr(urllib.request, "HTTPSHandler"):  # Python built without ssl
+        return TimedHTTPHandler, None
+    https_connection = timed(http.client.HTTPSConnection)
+
+    class TimedHTTPSHandler(urllib.request.HTTPSHandler):
+        def __init__(self, clock: _Clock) -> None:
+            super().__init__()
+            self.clock = clock
+
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            options: dict[str, object] = {"context": self._context}  # type: ignore[attr-defined]
+            if hasattr(self, "_check_hostname"):  # Python < 3.12 passes it on
+                options["check_hostname"] = self._check_hostname
+            return self.do_open(
+                functools.partial(https_connection, clock=self.clock), req, **options
+            )
+
+    return TimedHTTPHandler, TimedHTTPSHandler
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -459,6 +758,7 @@ def _transient(error: BaseException) -> bool:
 
 def _failure_reason(error: BaseException) -> str:
     reason = getattr(error, "reason", None)
-    if isinstance(reason, str):
-        return reason
-    return str(error) or type(error).__name__
+    if not isinstance(reason, str):
+        reason = str(error) or type(error).__name__
+    # Escaped: http.client quotes what the server sent (a bad status line, say) in its errors.
+    return _plain(reason, 200)

@@ -1,4 +1,4 @@
-"""Where header bytes come from: paths, URLs, bytes-like objects and binary file objects.
+"""Where header bytes come from: paths, URLs, object stores, bytes and binary file objects.
 
 Each source asks `bytes_needed` how much to read, reads exactly that (the 8 + N header bytes,
 never the data buffer) and calls `parse_header` once.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import stat
 from functools import partial
 
 from ._format import MAX_HEADER_SIZE, bytes_needed
@@ -16,7 +18,7 @@ from ._parser import parse_header
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from typing import IO, Final, Protocol, TypeAlias
+    from typing import IO, Any, Final, Protocol, TypeAlias
 
     from ._header import Header
 
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
         # Any buffer of bytes: fsspec returns bytes, obstore its own Bytes type.
         def read(self, size: int = ..., /) -> object: ...
 
-    #: What `read_header` accepts: a path, a bytes-like object, or a binary file object.
+    #: What `read_header` accepts: a path or URL, a bytes-like object, a binary file object,
+    #: or a ``(store, path)`` pair of an obstore store or an fsspec filesystem and a path.
     Source: TypeAlias = (
         str
         | "os.PathLike[str]"
@@ -34,12 +37,14 @@ if TYPE_CHECKING:
         | memoryview
         | IO[bytes]
         | _Readable
+        | tuple[Any, str]
     )
 else:
     # At run time, for introspection and documentation: any object with read() also works.
-    Source = str | os.PathLike | bytes | bytearray | memoryview | io.IOBase
+    Source = str | os.PathLike | bytes | bytearray | memoryview | io.IOBase | tuple
 
 __all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "Source", "is_url", "read_at_most", "read_header"]
+__all__ += ["path_kind", "url_scheme"]
 
 # A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
 # allocate n bytes before it finds that out: read at most this much at a time.
@@ -50,14 +55,42 @@ _STREAM_CHUNK: Final = 16 * 2**20
 #: round trip, and the bytes past the header cost less than the round trip a second request
 #: would (128 KiB is ~10 ms at 100 Mbit/s; a round trip to a CDN is 20-200 ms).
 FIRST_READ: Final = 128 * 1024
-TIMEOUT: Final = 10.0  # seconds for the connection and for each read of the socket (urllib's)
+#: Seconds a `read_header` of a URL may take in all (connects, replies, retries); with no
+#: bound on the whole call (`read_ranges`' default), the longest any one wait may take.
+TIMEOUT: Final = 10.0
 RETRIES: Final = 2  # retries after the first attempt, so at most 3 attempts per request
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+# A URL's scheme (RFC 3986), of two letters or more: ``C://x`` is a Windows path.
+_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def is_url(source: str) -> bool:
     """Whether `read_header` reads ``source`` over HTTP(S) rather than as a local path."""
     return source[:8].lower().startswith(("http://", "https://"))
+
+
+def url_scheme(source: str) -> str | None:
+    """The scheme of a URL that fsspec reads (``s3``, ``hf``, ``file``...), else None."""
+    match = _SCHEME.match(source)
+    if match is None or is_url(source):
+        return None
+    return match[1].lower()
+
+
+def path_kind(descriptor: int) -> str:
+    """What an open descriptor is: "file" (regular, or a block device), or another kind."""
+    mode = os.fstat(descriptor).st_mode
+    if stat.S_ISREG(mode) or stat.S_ISBLK(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "pipe"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "directory" if stat.S_ISDIR(mode) else "special file"
 
 
 def read_header(
@@ -66,9 +99,10 @@ def read_header(
     *,
     max_header_size: int = MAX_HEADER_SIZE,
     headers: Mapping[str, str] | None = None,
-    timeout: float = TIMEOUT,
+    timeout: float | None = TIMEOUT,
     first_read: int = FIRST_READ,
     retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Header:
     """Read and validate the header of a safetensors file.
 
@@ -78,7 +112,15 @@ def read_header(
               one when ``8 + N <= first_read``, else one more for exactly the missing bytes
               (redirects followed; a server that ignores Range is read only as far as the
               header and the connection closed);
-            * a local path (``str`` or ``os.PathLike``);
+            * an fsspec URL (a ``str`` with another scheme: ``s3://``, ``gs://``, ``az://``,
+              ``hf://``, ``memory://``, ``file://``...), when fsspec and the scheme's
+              package (s3fs, gcsfs, ...) are installed: the size from the filesystem, then
+              one ranged read (two for a header longer than `first_read`);
+            * a ``(store, path)`` pair: an obstore store (or any obspec store) and a path in
+              it, one ranged ``get`` (two for a long header), the size coming with it; or
+              an fsspec filesystem and a path, read as an fsspec URL is;
+            * a local path (``str`` or ``os.PathLike``). A pipe, FIFO or character device
+              (``/dev/stdin``, ``<(cat f)``) is read as a stream;
             * a bytes-like object holding the whole file (``bytes``, ``bytearray``,
               ``memoryview``, ``mmap``): bytes are always contents, never a path;
             * a binary file object (anything with ``read``; ``seek``/``tell`` when it has
@@ -91,12 +133,18 @@ def read_header(
         headers: For URLs: extra request headers, e.g. ``{"Authorization": "Bearer ..."}``.
             ``Authorization`` and ``Cookie`` go only to the URL's own scheme, host and port,
             never on to a host it redirects to; ``Range`` and ``If-Range`` are set here.
-        timeout: For URLs: seconds to wait to connect and for each read (urllib's timeout).
-        first_read: For URLs: bytes asked for by the first request (at least 8). The default,
-            128 KiB, holds the whole header of 97 % of popular models in one round trip.
+        timeout: For URLs: seconds the whole call may take: connects, every read of a reply
+            (a server that trickles bytes, or answers ``100 Continue`` without end, is cut
+            off), the waits between retries. ``None``: no bound on the whole call, each wait
+            still at most 10 s.
+        first_read: For URLs and object stores: bytes asked for by the first request (at
+            least 8). The default, 128 KiB, holds the whole header of 97 % of popular models
+            in one round trip.
         retries: For URLs: how many times to retry a request after a connection error, a
             timeout, a body cut short or a 5xx status, waiting 0.25 s, 0.5 s, ... (with
             jitter). 4xx statuses are never retried.
+        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs`` (credentials,
+            an ``endpoint_url``, ...).
 
     The URL options are ignored for other sources, so that one call can serve both. Only the
     first ``8 + N`` bytes are read, never the data buffer; the file size (from the file system,
@@ -107,8 +155,11 @@ def read_header(
         HeaderError: The file is not a valid safetensors file; ``kind`` is the reference's
             error for the same bytes. Any other exception from bad file contents is a bug.
         RemoteError: An ``OSError``: the server answered an error status (``status``, with
-            hints for 401, 403 and 404), the network failed after the retries, or a reply
-            contradicted the request (a wrong ``Content-Range``).
+            hints for 401, 403 and 404), the network failed after the retries, the timeout
+            was used up, a reply contradicted the request (a wrong ``Content-Range``, an
+            unusable ``Content-Length`` or ``Location``), or a redirect led to a scheme other
+            than http and https; an object store's own error.
+        ImportError: An fsspec URL, without fsspec (or the scheme's package) installed.
         OSError: The file could not be opened or read.
         TypeError: ``source`` is none of the above.
         ValueError: A URL option is out of range, or the URL is malformed.
@@ -124,12 +175,27 @@ def read_header(
             first_read=first_read,
             retries=retries,
         )
+    if (isinstance(source, str) and url_scheme(source)) or _is_pair(source):
+        from . import _stores  # fsspec and obstore: only for such sources
+
+        if first_read < 8:
+            raise ValueError(f"first_read must be at least 8 bytes, not {first_read}")
+        return _stores.read_store_header(
+            _stores.target(source, storage_options),  # type: ignore[arg-type]
+            max_header_size=max_header_size,
+            first_read=first_read,
+        )
     if isinstance(source, (str, os.PathLike)):
         # The descriptor itself (no file object: a tenth of a small header's time), so that
         # exactly 8 + N bytes are read from the file.
         descriptor = os.open(source, _OPEN_FLAGS)
         try:
-            size = os.fstat(descriptor).st_size
+            # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
+            kind = path_kind(descriptor)
+            size = os.fstat(descriptor).st_size if kind == "file" else None
+            if kind == "file" and size == 0:
+                size = os.lseek(descriptor, 0, os.SEEK_END)  # a block device
+                os.lseek(descriptor, 0, os.SEEK_SET)
             return _read_stream(partial(os.read, descriptor), size, max_header_size)
         finally:
             os.close(descriptor)
@@ -137,14 +203,24 @@ def read_header(
         # Bytes-like first: an mmap also has read(), but its buffer is the whole file.
         view = memoryview(source)  # type: ignore[arg-type]
     except TypeError:
-        if hasattr(source, "read"):
-            return _read_stream(source.read, _seek_size(source), max_header_size)
+        read = getattr(source, "read", None)
+        if read is not None:
+            return _read_stream(read, _seek_size(source), max_header_size)
         raise TypeError(
-            "read_header() expected a path, a bytes-like object or a binary file object, "
-            f"not {type(source).__name__}"
+            "read_header() expected a path, a URL, a bytes-like object, a binary file object "
+            f"or a (store, path) pair, not {type(source).__name__}"
         ) from None
     with view:
         return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
+
+
+def _is_pair(source: object) -> bool:
+    """A ``(store or filesystem, path)`` pair (checked without importing `_stores`)."""
+    if not (isinstance(source, tuple) and len(source) == 2):
+        return False
+    from ._stores import is_pair
+
+    return is_pair(source)
 
 
 def _seek_size(file: object) -> int | None:

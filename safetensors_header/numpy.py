@@ -1,9 +1,11 @@
 """Load safetensors tensors as numpy arrays: memory-mapped, validated, with BF16 and F8.
 
-    >>> from safetensors_header.numpy import load
+    >>> from safetensors_header.numpy import load, open_tensors
     >>> arrays = load("model.safetensors")  # doctest: +SKIP
     >>> arrays["lm_head.weight"].dtype  # doctest: +SKIP
     dtype(bfloat16)
+    >>> tensors = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
+    >>> rows = tensors["lm_head.weight"][1024:2048]  # doctest: +SKIP  (fetches those rows)
 
 Needs numpy (``pip install 'safetensors_header[numpy]'``); ``BF16`` and ``F8_*`` tensors also
 need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module imports numpy.
@@ -12,13 +14,16 @@ need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module import
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from ._errors import HeaderError
+from ._fetch import read_ranges
 from ._format import DTYPES, MAX_HEADER_SIZE
-from ._header import Header, TensorInfo
-from ._sources import Source, is_url, read_at_most, read_header
+from ._header import Header, TensorInfo, shown_shape
+from ._sources import RETRIES, TIMEOUT, Source, is_url, read_at_most, read_header, url_scheme
+from ._stores import is_pair
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-__all__ = ["load", "numpy_dtype"]
+__all__ = ["LazyTensor", "Tensors", "load", "numpy_dtype", "open_tensors"]
 
 
 def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
@@ -69,6 +74,10 @@ def load(
     names: Iterable[str] | None = None,
     *,
     max_header_size: int = MAX_HEADER_SIZE,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Load tensors of a safetensors file as numpy arrays.
 
@@ -81,10 +90,16 @@ def load(
             of the map, so nothing is read until used and the arrays are read-only
             (``.copy()`` one to change it). A bytes-like object holding the whole file
             (``bytes``, ``bytearray``, ``memoryview``, ``mmap``): the arrays are views of it,
-            without a copy. A binary file object: the tensors are read into memory. URLs
-            are not read here (fetch byte ranges yourself, or use `to_kerchunk`).
+            without a copy. A binary file object: the tensors are read into memory. An
+            ``http(s)://`` URL, an fsspec URL or a ``(store, path)`` pair (as for
+            `read_header`): the header, then only the chosen tensors' bytes, with
+            `read_ranges` (adjacent tensors in one request); the arrays are read-only.
         names: The tensors to load (default: all), in the order of the result.
         max_header_size: The largest header length accepted; see `parse_header`.
+        headers, retries: For http(s) URLs, as for `read_header`.
+        timeout: For http(s) URLs: seconds the whole read of the tensors may take (the
+            header's read has its own, 10 s unless this is given); ``None``: no bound.
+        storage_options: For fsspec URLs, as for `read_header`.
 
     Returns:
         Tensor name -> array, in the file's order (or the order of `names`).
@@ -95,16 +110,32 @@ def load(
         KeyError: A name in `names` is not in the file.
         TypeError: A tensor's dtype has no numpy equivalent (``F4``, ``F6_*``), or BF16/F8
             without ml_dtypes: see `numpy_dtype`.
-        ValueError: `source` is an ``http(s)://`` URL.
+        RemoteError: For URLs and object stores, as for `read_ranges`.
     """
-    if isinstance(source, str) and is_url(source):
-        raise ValueError(
-            "load() reads local files, bytes and file objects, not URLs: use read_header and "
-            "TensorInfo.byte_ranges to fetch parts, or to_kerchunk with fsspec"
-        )
-    header = read_header(source, max_header_size=max_header_size)
+    remote = _remote(source)
+    header = read_header(
+        source,
+        max_header_size=max_header_size,
+        headers=headers,
+        timeout=TIMEOUT if timeout is None else timeout,
+        retries=retries,
+        storage_options=storage_options,
+    )
     chosen = _choose(header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
+    if remote:
+        pieces = read_ranges(
+            source,
+            [(info.start, info.nbytes) for info in chosen],
+            headers=headers,
+            timeout=timeout,
+            retries=retries,
+            storage_options=storage_options,
+        )
+        return {
+            info.name: np.frombuffer(piece, dtype=dtype).reshape(info.shape)
+            for info, piece, dtype in zip(chosen, pieces, dtypes, strict=True)
+        }
     if isinstance(source, (str, os.PathLike)):
         # The whole file, mapped: slicing it reads nothing; pages are read when touched.
         buffer: NDArray[np.uint8] = np.asarray(np.memmap(source, dtype=np.uint8, mode="r"))
@@ -128,6 +159,124 @@ def load(
         info.name: buffer[info.start : info.end].view(dtype).reshape(info.shape)
         for info, dtype in zip(chosen, dtypes, strict=True)
     }
+
+
+def open_tensors(
+    source: Source,
+    /,
+    *,
+    max_header_size: int = MAX_HEADER_SIZE,
+    gap: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Tensors:
+    """The tensors of a file, each read only when (and as far as) it is indexed.
+
+    Reads the header now (as `read_header` does, and validated), nothing else:
+    ``tensors[name][key]`` then fetches only the bytes of that selection, as few requests
+    as `read_ranges` needs (numpy basic indexing: ints, slices with any step, ``...``),
+    and ``tensors[name][...]`` or ``numpy.asarray(tensors[name])`` the whole tensor. A
+    tensor-parallel rank reads its rows with ``tensors[name][rank * n : (rank + 1) * n]``.
+
+    Args: as for `load`; `source` is any source `read_ranges` takes, and `gap` is its
+    option (runs of a selection less than `gap` bytes apart are one request).
+    """
+    header = read_header(
+        source,
+        max_header_size=max_header_size,
+        headers=headers,
+        timeout=TIMEOUT if timeout is None else timeout,
+        retries=retries,
+        storage_options=storage_options,
+    )
+    options = {"gap": gap, "headers": headers, "timeout": timeout, "retries": retries}
+    return Tensors(header, source, {**options, "storage_options": storage_options})
+
+
+class Tensors(Mapping[str, "LazyTensor"]):
+    """Tensor name -> `LazyTensor`, in the file's order; made by `open_tensors`.
+
+    Attributes:
+        header: The file's `Header`.
+    """
+
+    __slots__ = ("_options", "_source", "header")
+
+    def __init__(self, header: Header, source: Source, options: dict[str, Any]) -> None:
+        self.header = header
+        self._source = source
+        self._options = options
+
+    def __getitem__(self, name: str) -> LazyTensor:
+        return LazyTensor(self.header.tensors[name], self._source, self._options)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.header.tensors)
+
+    def __len__(self) -> int:
+        return len(self.header.tensors)
+
+    def __repr__(self) -> str:
+        count = len(self)
+        return f"<Tensors {count:,} tensor{'' if count == 1 else 's'}>"
+
+
+class LazyTensor:
+    """One tensor of a file, not read yet: index it to read (part of) it as an array.
+
+    Attributes:
+        info: Its `TensorInfo` (name, dtype name, shape, byte range).
+    """
+
+    __slots__ = ("_options", "_source", "info")
+
+    def __init__(self, info: TensorInfo, source: Source, options: dict[str, Any]) -> None:
+        self.info = info
+        self._source = source
+        self._options = options
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.info.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.info.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy dtype (TypeError for F4/F6, or BF16/F8 without ml_dtypes)."""
+        return numpy_dtype(self.info.dtype)
+
+    def __len__(self) -> int:
+        if not self.info.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.info.shape[0]
+
+    def __getitem__(self, key: object) -> NDArray[Any]:
+        """``tensor[key]`` (numpy basic indexing), reading only its bytes; read-only."""
+        dtype = self.dtype
+        data = self.info.read(self._source, key, **self._options)  # checks the key first
+        # The selection's shape as numpy gives it, from a view that holds no data.
+        empty = np.broadcast_to(np.empty((), dtype=np.uint8), self.info.shape)
+        shape = empty[key].shape  # type: ignore[call-overload]
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> NDArray[Any]:
+        array = self[...]
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.shape)}>"
+
+
+def _remote(source: object) -> bool:
+    """Read through read_ranges: an http(s) or fsspec URL, or a (store, path) pair."""
+    if isinstance(source, str):
+        return is_url(source) or url_scheme(source) is not None
+    return is_pair(source)
 
 
 def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:

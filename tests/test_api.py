@@ -62,6 +62,7 @@ def test_public_names() -> None:
         "__version__",
         "parse_header",
         "read_header",
+        "read_ranges",
     }
     assert MAX_HEADER_SIZE == 100_000_000
 

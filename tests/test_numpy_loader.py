@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 from helpers import build, reference_header, tensor
+from loopback import Site
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 from safetensors_header import DTYPES, HeaderError, read_header  # noqa: E402
-from safetensors_header.numpy import load, numpy_dtype  # noqa: E402
+from safetensors_header.numpy import LazyTensor, load, numpy_dtype, open_tensors  # noqa: E402
 
 EXOTIC = build(
     {
@@ -182,23 +183,6 @@ def test_bad_sources() -> None:
         load(_Stream(short))
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "https://example.com/model.safetensors",
-        "http://127.0.0.1:1/model.safetensors",
-        "HTTPS://example.com/model.safetensors",
-        "Http://example.com/model.safetensors",
-    ],
-    ids=["https", "http", "upper-case", "mixed-case"],
-)
-def test_urls_are_refused_as_read_header_detects_them(url: str) -> None:
-    # read_header reads any case of the scheme over HTTP; one not seen as a URL here would be
-    # opened as a local path (FileNotFoundError).
-    with pytest.raises(ValueError, match="not URLs"):
-        load(url)
-
-
 @pytest.mark.parametrize("name", list(DTYPES))
 def test_every_dtype_maps_to_its_numpy_type_or_is_refused(name: str) -> None:
     dtype = DTYPES[name]
@@ -246,3 +230,107 @@ def test_a_file_that_changes_after_its_header_is_read(
     monkeypatch.setattr("safetensors_header.numpy.read_header", read_then_truncate)
     with pytest.raises(HeaderError, match="it changed in between"):
         load(path)
+
+
+# --- URLs, object stores and slices ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["http", "HTTP", "Http"])
+def test_load_over_http_reads_the_header_then_only_the_chosen_tensors(
+    site: Site, numeric: Path, scheme: str
+) -> None:
+    data = numeric.read_bytes()
+    site.files["m"] = data
+    url = site.url("m").replace("http", scheme, 1)
+    _assert_equal(load(url), safetensors_numpy.load_file(numeric))
+    header = read_header(data)
+    chosen = ["f32", "u8"]
+    arrays = load(url, names=chosen)
+    assert list(arrays) == chosen
+    hits = site.done(4)[2:]  # after the first load's two requests: a header, the tensors
+    assert len(hits) == 2  # the tensors are less than the default gap apart: one request
+    infos = [header.tensors[name] for name in chosen]
+    assert hits[1].sent == max(i.end for i in infos) - min(i.start for i in infos)
+    assert not arrays["f32"].flags.writeable  # read-only, as the memory-mapped ones
+
+
+def test_load_exotic_dtypes_over_http(site: Site) -> None:
+    pytest.importorskip("ml_dtypes")
+    site.files["x"] = EXOTIC
+    remote, local = load(site.url("x")), load(EXOTIC)
+    assert list(remote) == list(local)
+    for name in local:
+        assert remote[name].dtype == local[name].dtype
+        assert remote[name].tobytes() == local[name].tobytes()
+
+
+def test_load_from_object_stores(numeric: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    store_module = pytest.importorskip("obstore.store")
+    data, want = numeric.read_bytes(), safetensors_numpy.load_file(numeric)
+    fsspec.filesystem("memory").pipe("/np/m.safetensors", data)
+    store = store_module.MemoryStore()
+    store.put("m.safetensors", data)
+    _assert_equal(load("memory://np/m.safetensors"), want)
+    _assert_equal(load((store, "m.safetensors")), want)
+
+
+KEYS = {
+    "rows": np.s_[2:5],
+    "one-row": np.s_[3],
+    "columns": np.s_[:, 4:9],
+    "strided": np.s_[::3, ::-2],
+    "element": np.s_[1, 2],
+    "ellipsis": np.s_[..., 0],
+    "everything": np.s_[...],
+    "empty": np.s_[4:2],
+}
+
+
+@pytest.mark.parametrize("key", list(KEYS))
+def test_a_slice_reads_only_its_bytes(site: Site, key: str) -> None:
+    array = np.arange(8 * 12, dtype=np.int32).reshape(8, 12)
+    data = safetensors_numpy.save({"w": array, "other": np.ones(3, np.float64)})
+    site.files["m"] = data
+    tensors = open_tensors(site.url("m"), gap=0)  # gap=0: not a byte more than the selection
+    assert len(site.done(1)) == 1  # the header, nothing else
+    lazy = tensors["w"]
+    assert isinstance(lazy, LazyTensor)
+    assert (lazy.shape, lazy.dtype, lazy.ndim, len(lazy)) == ((8, 12), np.int32, 2, 8)
+    got = lazy[KEYS[key]]
+    want = array[KEYS[key]]
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype
+    assert np.array_equal(got, want)
+    ranges = lazy.info.byte_ranges(KEYS[key])
+    header_read, *reads = site.done(1 + len(ranges))
+    assert header_read.range == "bytes=0-131071"
+    assert len(reads) == len(ranges)
+    assert sum(hit.sent for hit in reads) == sum(length for _, length in ranges)
+    # With the default gap, one request for any selection of this small tensor.
+    if ranges:
+        assert np.array_equal(open_tensors(site.url("m"))["w"][KEYS[key]], want)
+        assert len(site.done(3 + len(ranges))) == 3 + len(ranges)
+
+
+def test_tensor_parallel_rows_and_a_scalar(tmp_path: Path) -> None:
+    weight = np.arange(16 * 6, dtype=np.float32).reshape(16, 6)
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(safetensors_numpy.save({"w": weight, "s": np.array(2.5)}))
+    tensors = open_tensors(path)
+    world = 4
+    shards = [tensors["w"][r * 4 : (r + 1) * 4] for r in range(world)]
+    assert np.array_equal(np.concatenate(shards), weight)
+    assert np.asarray(tensors["s"]).shape == ()
+    assert float(tensors["s"][()]) == 2.5
+    assert np.array_equal(np.asarray(tensors["w"], dtype=np.float64), weight)
+    assert list(tensors) == ["s", "w"]
+    assert len(tensors) == 2
+    assert repr(tensors) == "<Tensors 2 tensors>"
+    assert repr(tensors["w"]) == "<LazyTensor 'w' F32 [16, 6]>"
+    with pytest.raises(TypeError, match="0-d"):
+        len(tensors["s"])
+    with pytest.raises(IndexError):
+        tensors["w"][16]
+    with pytest.raises(TypeError, match="basic indexing"):
+        tensors["w"][[0, 1]]

@@ -7,15 +7,10 @@ tests assert the cost of a read, not only its result.
 from __future__ import annotations
 
 import array
-import hashlib
-import http.server
 import io
 import pickle
-import re
 import socket
-import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import build, tensor
+from loopback import Handler, Hit, Site
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header
 from safetensors_header import _remote as remote
@@ -39,198 +35,6 @@ def with_header_size(n: int, data: int = 16) -> bytes:
 
 
 GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)
-
-
-@dataclass
-class Hit:
-    """One request as the server saw it."""
-
-    path: str
-    host: str
-    range: str | None
-    authorization: str | None
-    cookie: str | None
-    if_range: str | None
-    status: int = 0
-    sent: int = 0  # body bytes written to the socket before the handler finished
-
-
-@dataclass
-class Site:
-    """The server's state; tests set `files`, `mode` and `failures`, and read `hits`."""
-
-    port: int = 0
-    files: dict[str, bytes] = field(default_factory=dict)
-    # How Range is answered: "range" (honoured), "ignore" (200, whole body, slowly), "star"
-    # (206 with an unknown total), "bad-range" (Content-Range off by one byte), "bare-416"
-    # (416 without Content-Range for every ranged request), "gzip" (a Content-Encoding),
-    # "no-content-range" (a 206 without one), "bad-length" (Content-Length one byte short).
-    mode: str = "range"
-    # Faults for the next requests, one per request: an HTTP status, "close" (half the body,
-    # then the connection is closed) or "stall" (no answer for a second).
-    failures: list[int | str] = field(default_factory=list)
-    send_length: bool = True  # Content-Length on a 200
-    send_etag: bool = True
-    replace_after_first: dict[str, bytes] = field(default_factory=dict)  # from request 2 on
-    hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
-    finished: int = 0  # handlers done (their `sent` and `status` are final)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}/{path}"
-
-    def done(self, count: int) -> list[Hit]:
-        """The hits, once `count` handlers have finished."""
-        deadline = time.monotonic() + 5
-        while self.finished < count and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return list(self.hits)
-
-    @property
-    def sent(self) -> int:
-        return sum(hit.sent for hit in self.hits)
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    server: Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        site = self.server.site
-        hit = Hit(
-            path=self.path,
-            host=self.headers.get("Host", ""),
-            range=self.headers.get("Range"),
-            authorization=self.headers.get("Authorization"),
-            cookie=self.headers.get("Cookie"),
-            if_range=self.headers.get("If-Range"),
-        )
-        # Logged on arrival, under the lock: a client sends its next request only after this
-        # one's answer, so `hits` is in request order even when handlers finish out of order.
-        with site.lock:
-            site.hits.append(hit)
-            fault = site.failures.pop(0) if site.failures else None
-            if len(site.hits) > 1:
-                site.files.update(site.replace_after_first)
-        try:
-            self._answer(site, hit, fault)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client hung up: what a stopped 200 looks like
-        finally:
-            with site.lock:
-                site.finished += 1
-
-    def _answer(self, site: Site, hit: Hit, fault: int | str | None) -> None:
-        path = self.path.split("?")[0].lstrip("/")
-        if fault == "stall":
-            time.sleep(1)
-            return self._status(hit, 503)
-        if isinstance(fault, int):
-            return self._status(hit, fault)
-        if path.startswith("status/"):
-            return self._status(hit, int(path.split("/")[1]))
-        if path.startswith("away/"):  # to another host name (same server): another origin
-            return self._redirect(hit, site.url(path.removeprefix("away/"), host="localhost"))
-        if path.startswith("here/"):  # to another path on the same origin
-            return self._redirect(hit, "/" + path.removeprefix("here/"))
-        if path not in site.files:
-            return self._status(hit, 404)
-        data = site.files[path]
-        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
-        ranged = hit.range is not None and (hit.if_range is None or hit.if_range == etag)
-        if site.mode == "ignore" or not ranged:
-            return self._whole(site, hit, data, etag)
-        match = re.fullmatch(r"bytes=(\d+)-(\d+)", hit.range or "")
-        assert match, hit.range
-        first, last = int(match[1]), int(match[2])
-        if site.mode == "bare-416" or first >= len(data):
-            hit.status = 416
-            self.send_response(416)
-            if site.mode != "bare-416":
-                self.send_header("Content-Range", f"bytes */{len(data)}")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return None
-        last = min(last, len(data) - 1)
-        body = data[first : last + 1]
-        total = "*" if site.mode == "star" else str(len(data))
-        shift = 1 if site.mode == "bad-range" else 0
-        hit.status = 206
-        self.send_response(206)
-        if site.mode != "no-content-range":
-            self.send_header("Content-Range", f"bytes {first + shift}-{last + shift}/{total}")
-        self.send_header("Content-Length", str(len(body) - (site.mode == "bad-length")))
-        if site.send_etag:
-            self.send_header("ETag", etag)
-        if site.mode == "gzip":
-            self.send_header("Content-Encoding", "gzip")
-        self.end_headers()
-        if fault == "close":
-            body = body[: len(body) // 2]
-        self.wfile.write(body)
-        hit.sent = len(body)
-        return None
-
-    def _whole(self, site: Site, hit: Hit, data: bytes, etag: str) -> None:
-        hit.status = 200
-        self.send_response(200)
-        if site.send_length:
-            self.send_header("Content-Length", str(len(data)))
-        if site.send_etag:
-            self.send_header("ETag", etag)
-        self.end_headers()
-        # Slowly, in small chunks, so that a client that stops reading is seen to stop.
-        for start in range(0, len(data), 16384):
-            self.wfile.write(data[start : start + 16384])
-            hit.sent += len(data[start : start + 16384])
-            if len(data) > 1 << 20:
-                time.sleep(0.001)
-
-    def _status(self, hit: Hit, status: int) -> None:
-        hit.status = status
-        body = b"<html><body>no</body></html>"
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _redirect(self, hit: Hit, location: str) -> None:
-        hit.status = 302
-        self.send_response(302)
-        self.send_header("Location", location)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 64  # many threads connect at once; 5 would drop SYNs (1 s retries)
-    site: Site
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hangs up mid-body is part of the tests
-
-
-@pytest.fixture
-def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)  # loopback only, never through a proxy
-    delays: list[float] = []
-    monkeypatch.setattr(remote, "_sleep", delays.append)  # retries without waiting
-    server = Server(("127.0.0.1", 0), Handler)
-    server.site = Site(port=server.server_address[1])
-    server.site.delays = delays  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield server.site
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 # --- the cost of a read: requests and bytes -------------------------------------------------

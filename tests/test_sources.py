@@ -170,7 +170,9 @@ def test_text_mode_file_is_a_type_error(tmp_path: Path) -> None:
 
 
 def test_unsupported_source_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match="path, a bytes-like object or a binary file"):
+    with pytest.raises(
+        TypeError, match="path, a URL, a bytes-like object, a binary file object or a"
+    ):
         read_header(42)  # type: ignore[arg-type]
 
 

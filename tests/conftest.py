@@ -1,0 +1,5 @@
+"""Fixtures shared by test modules: the loopback HTTP server (`loopback.site`)."""
+
+from loopback import site
+
+__all__ = ["site"]
