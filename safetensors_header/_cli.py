@@ -531,6 +531,8 @@ def _read(source: str, command: str) -> _Read:
         return _Read(source, header=read_header(source))
     except (HeaderError, OSError) as error:
         raise _failure(error, source) from None
+    except (ValueError, ImportError) as error:  # a malformed URL; fsspec not installed
+        raise _Failure(type(error).__name__, str(error)) from None
 
 
 def _read_checkpoint(source: str, command: str) -> _Read:
@@ -601,6 +603,8 @@ def _no_checkpoint(folder: str, names: list[str], command: str) -> _Failure:
 
 def _header_bytes(read: _Read, name: str, header: Header) -> bytes:
     """The first ``data_start`` bytes of one file of `read` (of its shard `name`)."""
+    from ._fetch import read_ranges  # paths, URLs, object stores: only --strict needs it
+
     if read.prefix is not None:
         return read.prefix
     if read.checkpoint is None:
@@ -612,12 +616,10 @@ def _header_bytes(read: _Read, name: str, header: Header) -> bytes:
 
         location = urljoin(read.source, quote(name))
     try:
-        if is_url(location):
-            raise OSError("the strict audit reads local files only")
-        with open(location, "rb") as file:
-            return file.read(header.data_start)
-    except OSError as error:
+        (prefix,) = read_ranges(location, [(0, header.data_start)])
+    except (HeaderError, OSError) as error:
         raise _failure(error, read.source) from None
+    return prefix
 
 
 # --- inspect ------------------------------------------------------------------------------

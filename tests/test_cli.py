@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import build, tensor
@@ -540,3 +541,36 @@ def test_an_interrupt_is_one_line(
     monkeypatch.setattr(_cli, "_validate", interrupted)
     assert main(["validate", TINY]) == 130
     assert capsys.readouterr().err == "safetensors-header: interrupted\n"
+
+
+def test_validate_strict_reads_a_url(site: Any, tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    odd = build('{"a":["U8",[1],[0,1]]}', 1, pad=True)
+    site.files["tiny.safetensors"] = Path(TINY).read_bytes()
+    site.files["odd.safetensors"] = odd
+    write(tmp_path)
+    for path in tmp_path.iterdir():
+        site.files[f"ck/{path.name}"] = path.read_bytes()
+    site.files["ck/model-00002-of-00002.safetensors"] = odd  # not the shard the index names
+    tiny, bad = site.url("tiny.safetensors"), site.url("odd.safetensors")
+    result = run("validate", "--strict", tiny, bad)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{tiny}: ok (7 tensors)",
+        f"{bad}: strict: 1 finding",
+        f"{bad}: strict: ArrayForm: tensor 'a' is written as an array",
+    ]
+    # Only the header's bytes are asked for, with one ranged request each for the audit.
+    audits = [hit for hit in site.hits if hit.path == "/odd.safetensors"][1:]
+    assert [hit.range for hit in audits] == [f"bytes=0-{len(odd) - 2}"]
+    index = site.url("ck/model.safetensors.index.json")
+    result = run("validate", "--strict", "--json", index)
+    assert result.returncode == 1
+    verdict = json.loads(result.stdout)
+    assert verdict["error"]["kind"] == "IndexMismatch"  # the wrong shard, found before the audit
+    site.files["ck/model-00002-of-00002.safetensors"] = (
+        tmp_path / "model-00002-of-00002.safetensors"
+    ).read_bytes()
+    result = run("validate", "--strict", index)
+    assert (result.returncode, result.stdout) == (0, f"{index}: ok (4 tensors)\n")
