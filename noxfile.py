@@ -34,6 +34,8 @@ REPORTED = [
     "virtualizarr",
     "obstore",
     "obspec_utils",
+    "s3fs",
+    "moto",
     "xarray",
     "numcodecs",
     "safetensors",

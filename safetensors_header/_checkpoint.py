@@ -17,7 +17,7 @@ from types import MappingProxyType
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, TensorTable
-from ._sources import FIRST_READ, RETRIES, TIMEOUT, is_url, read_header
+from ._sources import FIRST_READ, RETRIES, TIMEOUT, Source, is_url, read_header, url_scheme
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ del _public
 
 
 def read_checkpoint(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | tuple[Any, str],
     /,
     *,
     strict: bool = False,
@@ -160,13 +160,17 @@ def read_checkpoint(
     timeout: float = TIMEOUT,
     first_read: int = FIRST_READ,
     retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Checkpoint:
     """Read a checkpoint: a ``.safetensors`` file, an index JSON, or a directory.
 
     A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. The source may also be an
     ``http(s)://`` URL of an index JSON (its shards are then read from URLs next to it) or
     of a single file; `headers`, `timeout`, `first_read` and `retries` are as for
-    `read_header` (and ignored for local files). Every shard named by an index is read (its
+    `read_header` (and ignored for local files). It may be an fsspec URL (``s3://``,
+    ``hf://``, ...; `storage_options` passed on) or a ``(store, path)`` pair of an obstore
+    store or an fsspec filesystem, of an index or a single file: shards are then read from
+    beside the index, in the same store. Every shard named by an index is read (its
     header only), in parallel (at most `max_workers` threads), and checked against the index.
 
     Raises:
@@ -185,8 +189,9 @@ def read_checkpoint(
         "timeout": timeout,
         "first_read": first_read,
         "retries": retries,
+        "storage_options": storage_options,
     }
-    locate: Callable[[str], str | Path]
+    locate: Callable[[str], Source]
     if isinstance(source, str) and is_url(source):
         from urllib.parse import quote, urljoin, urlsplit  # only for URLs
 
@@ -199,6 +204,17 @@ def read_checkpoint(
         )
         where = redact(source)
         locate = lambda name: urljoin(source, quote(name))  # noqa: E731
+    elif isinstance(source, tuple) or (isinstance(source, str) and url_scheme(source)):
+        from . import _stores  # fsspec and obstore: only for such sources
+
+        in_store = source
+        store = _stores.target(in_store, storage_options)
+        name = store.path.rsplit("/", 1)[-1]
+        if not name.endswith(".json"):
+            return _single(name, read_header(in_store, **options))
+        raw = _stores.fetch_document(store, _MAX_INDEX_SIZE)
+        where = store.shown
+        locate = lambda name: _stores.sibling(in_store, name)  # noqa: E731
     else:
         from pathlib import Path  # a local checkpoint (pathlib imports urllib)
 
