@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from . import __version__
 from ._errors import HeaderError
 from ._header import Header, TensorInfo, shown_shape
-from ._sources import is_url, read_header
+from ._sources import is_url, read_header, url_scheme
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -451,10 +451,15 @@ def _shown_source(source: str) -> str:
     return _STDIN_SHOWN if source == _STDIN else source
 
 
+def _is_remote(source: str) -> bool:
+    """An http(s) URL, or another URL that fsspec reads (``s3://``, ``hf://``, ``file://``...)."""
+    return is_url(source) or url_scheme(source) is not None
+
+
 def _is_checkpoint(source: str) -> bool:
     """An index JSON (local or a URL) or a directory: read with read_checkpoint."""
     return source.endswith(".json") or (
-        source != _STDIN and not is_url(source) and os.path.isdir(source)
+        source != _STDIN and not _is_remote(source) and os.path.isdir(source)
     )
 
 
@@ -538,7 +543,7 @@ def _read(source: str, command: str) -> _Read:
 def _read_checkpoint(source: str, command: str) -> _Read:
     from ._checkpoint import INDEX_NAMES, SINGLE_NAMES, read_checkpoint
 
-    if is_url(source):
+    if _is_remote(source):
         return _Read(source, checkpoint=read_checkpoint(source))
     if not os.path.isdir(source):
         return _Read(
@@ -611,10 +616,12 @@ def _header_bytes(read: _Read, name: str, header: Header) -> bytes:
         location = read.source
     elif read.folder is not None:
         location = os.path.join(read.folder, name)
-    else:  # a checkpoint read from a URL: the shard is beside it
+    elif is_url(read.source):  # a checkpoint read from a URL: the shard is beside it
         from urllib.parse import quote, urljoin
 
         location = urljoin(read.source, quote(name))
+    else:  # an fsspec URL (its paths are not quoted)
+        location = read.source[: read.source.rindex("/") + 1] + name
     try:
         (prefix,) = read_ranges(location, [(0, header.data_start)])
     except (HeaderError, OSError) as error:

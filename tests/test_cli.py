@@ -574,3 +574,28 @@ def test_validate_strict_reads_a_url(site: Any, tmp_path: Path) -> None:
     ).read_bytes()
     result = run("validate", "--strict", index)
     assert (result.returncode, result.stdout) == (0, f"{index}: ok (4 tensors)\n")
+
+
+def test_fsspec_urls(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    from test_checkpoint import write
+
+    index = write(tmp_path)
+    url = index.as_uri()
+    assert run("validate", "--strict", url).stdout == f"{url}: ok (4 tensors)\n"
+    assert run("diff", url, str(tmp_path)).returncode == 0
+    # Every shard is audited, read beside the index.
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(
+        build(
+            '{"l1.w":["BF16",[2,2],[0,8]],"head":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}',
+            11,
+            pad=True,
+        )
+    )
+    result = run("validate", "--strict", url)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{url}: strict: 1 finding",
+        f"{url}: strict: ArrayForm: model-00002-of-00002.safetensors: tensor 'l1.w' is "
+        "written as an array",
+    ]
