@@ -15,6 +15,7 @@ but the output: the work goes on, unprinted, and the exit status is the one it w
 from __future__ import annotations
 
 import argparse
+import errno
 import fnmatch
 import json
 import os
@@ -427,19 +428,23 @@ class _Failure(Exception):
         return f"{self.kind}: {self.message}{hint}"
 
 
-def _failure(error: HeaderError | OSError, source: str) -> _Failure:
-    """A library error as a `_Failure`; an OS error names the file it is about."""
+def _failure(error: HeaderError | OSError, source: str, *, hint: str | None = None) -> _Failure:
+    """A library error as a `_Failure`; an OS error names the file it is about.
+
+    The kind is the HeaderError's, or the exception's class name (``FileNotFoundError``):
+    never a name made up here, so that every kind in the output is one the README lists.
+    """
     if isinstance(error, HeaderError):
         return _Failure(
             error.kind, error.message, hint=error.hint, tensor=error.tensor, offset=error.offset
         )
     message = error.strerror or str(error) or type(error).__name__
-    hint = None
     if isinstance(error.filename, (str, bytes, os.PathLike)):
         where = os.fsdecode(error.filename)
         if where != source and where not in message:  # a shard: say which
             message = f"{message}: {where}"
-        if isinstance(error, FileNotFoundError) and where != source and _is_checkpoint(source):
+        missing = isinstance(error, FileNotFoundError) and where != source
+        if missing and hint is None and _is_checkpoint(source):
             hint = (
                 "the checkpoint's index names this file, but it is not there: an incomplete "
                 "download? Fetch every file the index lists"
@@ -527,7 +532,7 @@ def _read(source: str, command: str) -> _Read:
     try:
         if source == _STDIN:
             if sys.stdin is None:  # started with no standard input at all
-                raise _Failure("OSError", "there is no standard input to read")
+                raise OSError(errno.EBADF, "there is no standard input to read")
             recorder = _Recorder(sys.stdin.buffer)
             header = read_header(recorder)
             return _Read(source, header=header, prefix=bytes(recorder.data[: header.data_start]))
@@ -583,9 +588,11 @@ def _no_checkpoint(folder: str, names: list[str], command: str) -> _Failure:
     run = f"{_PROG} {command}"
     if indexes:
         path = shlex.quote(os.path.join(folder, indexes[0]))
-        return _Failure(
-            "FileNotFoundError",
-            f"{wanted} in the directory; it holds the index {_listed(indexes)}",
+        return _failure(
+            FileNotFoundError(
+                errno.ENOENT, f"{wanted} in the directory; it holds the index {_listed(indexes)}"
+            ),
+            folder,
             hint=f"name the index: {run} {path}",
         )
     if files:
@@ -596,14 +603,16 @@ def _no_checkpoint(folder: str, names: list[str], command: str) -> _Failure:
             hint = f"name the file: {run} {shlex.quote(os.path.join(folder, files[0]))}"
         else:
             hint = f"name the files: {run} {shlex.quote(folder)}/*.safetensors"
-        return _Failure(
-            "FileNotFoundError",
-            f"{wanted} in the directory; it holds {_count(len(files), 'safetensors file')}: "
-            f"{_listed(files)}",
+        held = f"it holds {_count(len(files), 'safetensors file')}: {_listed(files)}"
+        return _failure(
+            FileNotFoundError(errno.ENOENT, f"{wanted} in the directory; {held}"),
+            folder,
             hint=hint,
         )
     holds = f" (it holds {_listed(names)})" if names else " (it is empty)"
-    return _Failure("FileNotFoundError", f"no safetensors file in the directory{holds}", hint=None)
+    return _failure(
+        FileNotFoundError(errno.ENOENT, f"no safetensors file in the directory{holds}"), folder
+    )
 
 
 def _header_bytes(read: _Read, name: str, header: Header) -> bytes:
