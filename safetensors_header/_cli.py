@@ -61,7 +61,13 @@ _SOURCE_HELP: Final = (
 )
 _EXIT_STATUS: Final = """\
 exit status: 0 when every SOURCE was read (validate: and is valid), 1 when any was not,
-2 for a usage error. Errors go to stderr, one line each."""
+2 for a usage error (diff: see its --help). Errors go to stderr, one line each."""
+_INSPECT_STATUS: Final = """\
+exit status: 0 when every SOURCE was read, 1 when any was not, 2 for a usage error.
+Errors go to stderr, one line each."""
+_VALIDATE_STATUS: Final = """\
+exit status: 0 when every SOURCE is valid, 1 when any is not (or cannot be read), 2 for a
+usage error. The status is the same when the output is cut short (| head)."""
 _EPILOG: Final = f"""\
 examples:
   {_PROG} inspect model.safetensors
@@ -69,8 +75,9 @@ examples:
   {_PROG} validate --strict *.safetensors
   {_PROG} diff base-model/ fine-tuned-model/
 
-A SOURCE is {_SOURCE_HELP}. Only the headers are read, never the tensors' data.
---json prints JSON Lines: one object per SOURCE (diff: one), one per line.
+A SOURCE is a .safetensors file, a checkpoint (a directory, or its index .json), an
+http(s):// URL of either, or - for standard input. Only headers are read, never the
+tensors' data. --json prints JSON Lines: one object per SOURCE (for diff, one object).
 
 {_EXIT_STATUS}"""
 _INSPECT_EPILOG: Final = f"""\
@@ -84,7 +91,7 @@ examples:
 Byte ranges are absolute offsets in the file: start-end, end exclusive. On a terminal, long
 names are shortened in the middle to fit; piped, nothing is cut.
 
-{_EXIT_STATUS}"""
+{_INSPECT_STATUS}"""
 _VALIDATE_EPILOG: Final = f"""\
 examples:
   {_PROG} validate model.safetensors
@@ -95,7 +102,7 @@ One line per SOURCE (PATH: ok, or PATH: KIND: message), then one per warning or 
 finding, each starting with PATH. Warnings (an index whose total_size is wrong, a tensor
 the index does not list) leave the exit status alone unless --strict is given.
 
-{_EXIT_STATUS}"""
+{_VALIDATE_STATUS}"""
 _DIFF_EPILOG: Final = f"""\
 examples:
   {_PROG} diff model.safetensors model-fp16.safetensors
