@@ -53,6 +53,7 @@ _SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, str]]]] = {
 # stay when the output can encode them; the rest (C0, DEL, C1, bidi controls, U+2028/2029,
 # lone surrogates...) are written as escapes.
 _NOT_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
+_BATCH: Final = 1024  # lines written at a time
 _DIGITS: Final = re.compile(r"[0-9]+")
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as repr() writes them
 _SOURCE_HELP: Final = (
@@ -249,6 +250,26 @@ class _Output:
         """Write `text`, escaped, and a newline."""
         self.write(self.shown(text) + "\n")
 
+    def lines(self, texts: Iterable[str]) -> None:
+        """`line` for each of `texts`, written a batch at a time (stops when nobody reads)."""
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == _BATCH:
+                self._write_lines(batch)
+                batch.clear()
+                if self.closed:
+                    return
+        self._write_lines(batch)
+
+    def _write_lines(self, texts: list[str]) -> None:
+        if not texts:
+            return
+        text = "\n".join(texts) + "\n"
+        if not (text.isascii() and text.replace("\n", " ").isprintable()):  # both in C
+            text = "".join(self.shown(line) + "\n" for line in texts)
+        self.write(text)
+
     def json(self, document: object) -> None:
         """Write `document` as one line of JSON, escaped as `shown` does, in JSON's escapes.
 
@@ -385,20 +406,26 @@ def _columns(
     shrink: tuple[int, ...] = (0,),
 ) -> None:
     """Aligned columns of escaped cells; on a terminal the `shrink` columns are cut to fit."""
-    widths = [len(title) for title in titles]
-    for row in rows:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], len(cell))
-    if out.tty:
-        widths = _fitted(widths, shrink, out.width())
-    for row in (titles, *rows):
-        if out.closed:
-            return  # nobody reads on
-        cells = []
-        for index, (cell, width) in enumerate(zip(row, widths, strict=True)):
-            shown = _middle_cut(cell, width, out.ellipsis)
-            cells.append(shown.rjust(width) if index in right else shown.ljust(width))
-        out.line("  ".join(cells).rstrip())
+    natural = [max(map(len, column)) for column in zip(titles, *rows, strict=True)]
+    widths = _fitted(natural, shrink, out.width()) if out.tty else natural
+    cut = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
+    lines: Iterable[tuple[str, ...]] = (titles, *rows)
+    if cut:
+        lines = (_cut_cells(row, cut, widths, out.ellipsis) for row in lines)
+    # One format for every row: str.format pads in C (a table can have 1,000,000 rows).
+    template = "  ".join(
+        f"{{:{'>' if index in right else '<'}{width}}}" for index, width in enumerate(widths)
+    )
+    out.lines(template.format(*row).rstrip() for row in lines)
+
+
+def _cut_cells(
+    row: tuple[str, ...], cut: list[int], widths: list[int], ellipsis: str
+) -> tuple[str, ...]:
+    cells = list(row)
+    for index in cut:
+        cells[index] = _middle_cut(cells[index], widths[index], ellipsis)
+    return tuple(cells)
 
 
 # --- reading sources ----------------------------------------------------------------------
