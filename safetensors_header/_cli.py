@@ -299,7 +299,8 @@ class _Output:
             try:
                 self._stream.write(text)
             except UnicodeEncodeError:  # not escaped by the caller: escape it here
-                self._stream.write(text.encode(self.encoding, "backslashreplace").decode("ascii"))
+                escaped = text.encode(self.encoding, "backslashreplace")
+                self._stream.write(escaped.decode(self.encoding))
         except BrokenPipeError:
             self._close()
 

@@ -505,3 +505,19 @@ def test_hostile_server_replies_are_escaped(
     error = json.loads(assert_clean(result.stdout, "utf-8"))["error"]
     assert error["kind"] == "RemoteError"
     assert shown in error["message"]
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1", "utf-8"])
+def test_text_that_slipped_past_the_escaping_is_escaped_on_the_way_out(encoding: str) -> None:
+    import io
+
+    from safetensors_header._cli import _Output
+
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding)
+    out = _Output(stream)
+    out.write("café \udcff ok\n")  # write() is given raw text: it must not raise
+    stream.flush()
+    written = raw.getvalue().decode(encoding)
+    assert written.endswith(" ok\n")
+    assert "\\udcff" in written
