@@ -1,10 +1,11 @@
 """The command line: ``safetensors-header inspect|validate|diff SOURCE...``.
 
-Output goes to stdout, errors to stderr, one line each, never a traceback. Text that came from
-a file or a server (names, metadata, a reply's reason phrase) is escaped: no control, bidi or
-line-separator character reaches the terminal, and every character is encodable in the
-output's encoding. ``--json`` prints JSON Lines: one object per source (for ``diff``, one in
-all), each on one line, as soon as it is known.
+Output goes to stdout; why a source cannot be read goes to stderr (for ``validate``, stdout:
+it is the verdict), one line each, never a traceback. Text that came from a file or a server
+(names, metadata, a reply's reason phrase) is escaped: no control, bidi or line-separator
+character reaches the terminal, and every character is encodable in the output's encoding.
+``--json`` prints JSON Lines: one object per source (for ``diff``, one in all), each on one
+line, as soon as it is known.
 
 Exit status: 0 when every source was read (and, for ``validate``, is valid), 1 when any was
 not, 2 for usage errors; ``diff``, as diff(1): 0 when both describe the same tensors, 1 when
@@ -62,7 +63,8 @@ _SOURCE_HELP: Final = (
 )
 _EXIT_STATUS: Final = """\
 exit status: 0 when every SOURCE was read (validate: and is valid), 1 when any was not,
-2 for a usage error (diff: see its --help). Errors go to stderr, one line each."""
+2 for a usage error (diff: see its --help). inspect and diff say why a SOURCE cannot be
+read on stderr, one line each; validate says it on stdout, as its verdict."""
 _INSPECT_STATUS: Final = """\
 exit status: 0 when every SOURCE was read, 1 when any was not, 2 for a usage error.
 Errors go to stderr, one line each."""
