@@ -38,6 +38,7 @@ import io
 import random
 import re
 import socket
+import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
 
@@ -149,17 +150,21 @@ def read_url_ranges(
 ) -> tuple[list[bytes], int | None]:
     """The bytes of each ``[start, stop)`` span (non-empty), and the file's size if known.
 
-    A span is cut short only where the file ends. The first span is asked for alone (it
-    follows the redirects and learns the size and ETag), the others in parallel on at most
-    `max_workers` threads, to the final URL, with ``If-Range``: a file replaced in between is
-    a `RemoteError`, not a mix of two files. A server that ignores Range is read once, from
-    byte 0 as far as the last span ends, and every span is cut from that body.
+    A span is cut short only where the file ends. The first span is asked for first: once
+    its reply's headers are in (redirects followed, the size and ETag known), the others go
+    in parallel on at most `max_workers` threads, to the final URL, with ``If-Range``: a file
+    replaced in between is a `RemoteError`, not a mix of two files. A server that ignores
+    Range is read once, from byte 0 as far as the last span ends, and every span is cut from
+    that body.
     """
     client = _Client(url, headers, _Clock(timeout), retries, 0)
     end = max(stop for _, stop in spans)
-    first = client.get(*spans[0], whole=lambda response, size: _read(response, end, size))
-    if first.whole:
-        return [first.data[start:stop] for start, stop in spans], first.size
+    learned: list[tuple[int | None, str | None]] = []  # (size, ETag) of the first 206
+    ready = threading.Event()
+
+    def seen(size: int | None, etag: str | None) -> None:
+        learned.append((size, etag))
+        ready.set()
 
     def refuse(response: http.client.HTTPResponse, size: int | None) -> bytes:
         raise RemoteError(
@@ -168,22 +173,39 @@ def read_url_ranges(
             url=client.shown,
         )
 
+    def first() -> _Reply:
+        return client.get(
+            *spans[0], whole=lambda response, size: _read(response, end, size), seen=seen
+        )
+
     def fetch(span: tuple[int, int]) -> bytes:
-        reply = client.get(*span, if_range=first.etag, whole=refuse)
-        client.same_size(first.size, reply.size)
+        size, etag = learned[0]
+        reply = client.get(*span, if_range=etag, whole=refuse)
+        client.same_size(size, reply.size)
         return reply.data
 
-    rest = spans[1:]
-    if len(rest) <= 1 or max_workers <= 1:
-        return [first.data, *map(fetch, rest)], first.size
+    if len(spans) == 1 or max_workers <= 1:
+        reply = first()
+        if reply.whole:
+            return [reply.data[start:stop] for start, stop in spans], reply.size
+        return [reply.data, *map(fetch, spans[1:])], reply.size
     from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(rest)))
+    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(spans)))
     try:
-        pieces = list(pool.map(fetch, rest))
+        # The others start as soon as the first reply's headers are checked (redirects
+        # followed, the size and ETag known), while its body is still coming.
+        leading = pool.submit(first)
+        leading.add_done_callback(lambda _: ready.set())  # a 200, or a failure
+        ready.wait()
+        if not learned:  # done without a 206: the whole file, or an error (raised here)
+            reply = leading.result()
+            return [reply.data[start:stop] for start, stop in spans], reply.size
+        others = [pool.submit(fetch, span) for span in spans[1:]]
+        pieces = [leading.result().data, *(future.result() for future in others)]
     finally:
         pool.shutdown(cancel_futures=True)  # after a failure, the requests not yet sent
-    return [first.data, *pieces], first.size
+    return pieces, learned[0][0]
 
 
 def fetch_document(
@@ -291,13 +313,17 @@ class _Client:
         *,
         if_range: str | None = None,
         whole: Callable[[http.client.HTTPResponse, int | None], bytes] | None = None,
+        seen: Callable[[int | None, str | None], None] | None = None,
     ) -> _Reply:
         """Bytes ``[start, stop)``, retried on transient failures.
 
         A server that ignores Range answers 200 with the whole file: `whole` reads what the
-        caller wants of it (from byte 0), by default as far as the header needs.
+        caller wants of it (from byte 0), by default as far as the header needs. `seen` is
+        told the size and ETag of a 206 once its headers are checked, before its body.
         """
-        return self._retried(lambda: self._attempt(start, stop, if_range, whole or self._header))
+        return self._retried(
+            lambda: self._attempt(start, stop, if_range, whole or self._header, seen)
+        )
 
     def document(self, limit: int) -> bytes:
         """A whole (small) document, such as an index JSON, of at most `limit` bytes."""
@@ -388,6 +414,7 @@ class _Client:
         stop: int | None,
         if_range: str | None,
         whole: Callable[[http.client.HTTPResponse, int | None], bytes],
+        seen: Callable[[int | None, str | None], None] | None = None,
     ) -> _Reply:
         import urllib.error
 
@@ -416,7 +443,7 @@ class _Client:
                     url=self.shown,
                 )
             if response.status == 206 and stop is not None:
-                return self._partial(response, start, stop)
+                return self._partial(response, start, stop, seen)
             if response.status == 200:
                 # Returning closes the response (`with`): the rest is never downloaded.
                 size = self._content_length(response)
@@ -428,7 +455,13 @@ class _Client:
                 status=response.status,
             )
 
-    def _partial(self, response: http.client.HTTPResponse, start: int, stop: int) -> _Reply:
+    def _partial(
+        self,
+        response: http.client.HTTPResponse,
+        start: int,
+        stop: int,
+        seen: Callable[[int | None, str | None], None] | None,
+    ) -> _Reply:
         """A 206: check that Content-Range is the range asked for, then read its body."""
         value = response.headers.get("Content-Range")
         match = _CONTENT_RANGE.fullmatch(value.strip()) if value else None
@@ -460,10 +493,12 @@ class _Client:
                 f"{_shown(value)} ({count} bytes)",
                 url=self.shown,
             )
-        data = _read(response, count, count)
         etag = response.headers.get("ETag")
-        strong = etag is not None and not etag.startswith("W/")  # If-Range needs a strong one
-        return _Reply(data, size, whole=False, etag=etag if strong else None)
+        if etag is not None and etag.startswith("W/"):
+            etag = None  # If-Range needs a strong validator
+        if seen is not None:
+            seen(size, etag)
+        return _Reply(_read(response, count, count), size, whole=False, etag=etag)
 
     def _header(self, response: http.client.HTTPResponse, size: int | None) -> bytes:
         """A 200 for a header read: the body as far as `bytes_needed` asks, then stop.

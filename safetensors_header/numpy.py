@@ -73,6 +73,7 @@ def load(
     /,
     names: Iterable[str] | None = None,
     *,
+    header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
@@ -95,6 +96,9 @@ def load(
             `read_header`): the header, then only the chosen tensors' bytes, with
             `read_ranges` (adjacent tensors in one request); the arrays are read-only.
         names: The tensors to load (default: all), in the order of the result.
+        header: The file's header, already read (``Checkpoint.files[shard]``, say): for a
+            URL or an object store it is not read again (one request saved). It must be the
+            header of this very file: only the ends of the ranges are checked.
         max_header_size: The largest header length accepted; see `parse_header`.
         headers, retries: For http(s) URLs, as for `read_header`.
         timeout: For http(s) URLs: seconds the whole read of the tensors may take (the
@@ -113,14 +117,15 @@ def load(
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
     remote = _remote(source)
-    header = read_header(
-        source,
-        max_header_size=max_header_size,
-        headers=headers,
-        timeout=TIMEOUT if timeout is None else timeout,
-        retries=retries,
-        storage_options=storage_options,
-    )
+    if header is None or not remote:
+        header = read_header(
+            source,
+            max_header_size=max_header_size,
+            headers=headers,
+            timeout=TIMEOUT if timeout is None else timeout,
+            retries=retries,
+            storage_options=storage_options,
+        )
     chosen = _choose(header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
     if remote:
@@ -165,6 +170,7 @@ def open_tensors(
     source: Source,
     /,
     *,
+    header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
     gap: int | None = None,
     headers: Mapping[str, str] | None = None,
@@ -180,17 +186,19 @@ def open_tensors(
     and ``tensors[name][...]`` or ``numpy.asarray(tensors[name])`` the whole tensor. A
     tensor-parallel rank reads its rows with ``tensors[name][rank * n : (rank + 1) * n]``.
 
-    Args: as for `load`; `source` is any source `read_ranges` takes, and `gap` is its
-    option (runs of a selection less than `gap` bytes apart are one request).
+    Args: as for `load` (`header`: the file's header, already read, so that nothing is read
+    now); `source` is any source `read_ranges` takes, and `gap` is its option (runs of a
+    selection less than `gap` bytes apart are one request).
     """
-    header = read_header(
-        source,
-        max_header_size=max_header_size,
-        headers=headers,
-        timeout=TIMEOUT if timeout is None else timeout,
-        retries=retries,
-        storage_options=storage_options,
-    )
+    if header is None:
+        header = read_header(
+            source,
+            max_header_size=max_header_size,
+            headers=headers,
+            timeout=TIMEOUT if timeout is None else timeout,
+            retries=retries,
+            storage_options=storage_options,
+        )
     options = {"gap": gap, "headers": headers, "timeout": timeout, "retries": retries}
     return Tensors(header, source, {**options, "storage_options": storage_options})
 

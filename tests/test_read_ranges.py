@@ -462,3 +462,35 @@ def test_timeout_bounds_the_whole_call(case: str) -> None:
     elapsed, _, message = done.stdout.partition(" ")
     assert "timeout of 1 s" in message
     assert float(elapsed) < 3  # 1 s, and what a retry's backoff and a process exit add
+
+
+def test_a_long_read_is_split_into_parts(site: Site) -> None:
+    site.files["m"] = FILE
+    embed = HEADER.tensors["embed"]
+    assert embed.nbytes == 65536
+    pieces = read_ranges(site.url("m"), [(embed.start, embed.nbytes)], part_size=10_000)
+    assert pieces == [TENSORS["embed"].tobytes()]
+    hits = site.done(7)
+    assert len(hits) == 7  # 6 parts of 10,000 bytes and one of 5,536
+    assert sorted(hit.sent for hit in hits) == [5536] + [10_000] * 6
+    assert sum(hit.sent for hit in hits) == embed.nbytes
+    with pytest.raises(ValueError, match="part_size"):
+        read_ranges(site.url("m"), [(0, 8)], part_size=0)
+
+
+def test_a_split_read_past_the_end(site: Site) -> None:
+    site.files["m"] = FILE
+    with pytest.raises(HeaderError, match=f"the file is {len(FILE):,} bytes"):
+        read_ranges(site.url("m"), [(len(FILE) - 100, 5000)], part_size=1000)  # 416s after
+
+
+def test_a_header_already_read_is_not_read_again(site: Site) -> None:
+    from safetensors_header.numpy import load, open_tensors
+
+    site.files["m"] = FILE
+    arrays = load(site.url("m"), ["bias"], header=HEADER)
+    assert np.array_equal(arrays["bias"], TENSORS["bias"])
+    assert np.array_equal(
+        open_tensors(site.url("m"), header=HEADER)["embed"][3], TENSORS["embed"][3]
+    )
+    assert len(site.done(2)) == 2  # one request each: no header read
