@@ -51,7 +51,11 @@ _RAW_SIGNATURES: Final = (
     ),
     ((b"GGUF",), "this is a GGUF file (llama.cpp): read it with the gguf package"),
     ((b"\x89HDF\r\n\x1a\n",), "this is an HDF5 file (Keras .h5?), not safetensors"),
-    ((b"\x93NUMPY",), "this is a NumPy .npy file: read it with numpy.load"),
+    (
+        (b"\x93NUMPY",),
+        "this is NumPy data: a .npy file (read it with numpy.load), or an Equinox .eqx file, "
+        ".npy arrays one after another (read it with equinox.tree_deserialise_leaves)",
+    ),
     ((b"\x1f\x8b",), "this is a gzip-compressed file: decompress it first"),
     (
         (b"{",),
@@ -67,15 +71,84 @@ _SIGNATURES: Final = tuple(
 )
 
 
+_NPZ_HINT: Final = (
+    "this is a NumPy .npz archive (a zip of .npy files), not a safetensors file: read it with "
+    "numpy.load"
+)
+_ONNX_HINT: Final = (
+    "this is an ONNX model (a protobuf), not a safetensors file: read it with onnx.load, or "
+    "run it with onnxruntime"
+)
+_TFLITE_HINT: Final = "this is a TensorFlow Lite model (.tflite), not a safetensors file"
+_TEXT_HINT: Final = (
+    "this is a text file, not a safetensors file (it starts with {start!r}): an error message "
+    "saved in place of the file, or a config or a README under the wrong name?"
+)
+_SHOWN_TEXT: Final = 40  # characters of a text file's first line a hint quotes
+
+
 def sniff(head: bytes) -> str | None:
     """A hint naming the format of a file that starts with `head`, or None if unknown."""
-    start = head[:SNIFF_SIZE].lstrip(b" \t\r\n\xef\xbb\xbf").lower()
+    head = head[:SNIFF_SIZE]
+    start = head.lstrip(b" \t\r\n\xef\xbb\xbf").lower()
     if not head:
         return "the file is empty: the download or copy did not complete"
+    if head.startswith(b"PK\x03\x04") and _zip_member(head).endswith(".npy"):
+        return _NPZ_HINT  # before the zip signature, which names PyTorch
     for prefixes, hint in _SIGNATURES:
         if start.startswith(prefixes):
             return hint
+    if _is_onnx(head):
+        return _ONNX_HINT
+    if head[4:8] == b"TFL3":  # a FlatBuffer's file identifier, after its root offset
+        return _TFLITE_HINT
+    text = _text(head)
+    if text is not None:
+        return _TEXT_HINT.format(start=_cut(text.strip().split("\n", 1)[0], _SHOWN_TEXT))
     return None
+
+
+def _zip_member(head: bytes) -> str:
+    """The name of the first member of a zip file (its local file header), as far as seen."""
+    length = int.from_bytes(head[26:28], "little")
+    return head[30 : 30 + length].decode("utf-8", "replace").lower()
+
+
+def _is_onnx(head: bytes) -> bool:
+    """An ONNX ModelProto: field 1 (ir_version, a small varint), then field 2 (producer_name).
+
+    A protobuf writes fields in number order, so an ONNX file starts ``08 vv 12 ll`` and the
+    producer's name (``pytorch``, ``tf2onnx``...). A safetensors prefix cannot: its bytes 4
+    to 7 are zero for any header under 4 GiB, where this needs the name's first letter.
+    """
+    return (
+        len(head) >= 5
+        and head[0] == 0x08
+        and 0 < head[1] < 0x80
+        and head[2] == 0x12
+        and 0 < head[3] < 0x80
+        and head[4 : 4 + head[3]].isascii()
+        and head[4 : 4 + head[3]].decode("ascii").isprintable()
+    )
+
+
+def _text(head: bytes) -> str | None:
+    """`head` as text if it is UTF-8 made of printable characters and line breaks, else None."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        # The 64 bytes may end inside a character: judge the text up to there.
+        if error.reason != "unexpected end of data" or error.start < len(head) - 3:
+            return None
+        text = head[: error.start].decode("utf-8")
+    text = text.removeprefix("\ufeff")
+    if not text or not text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable():
+        return None
+    return text
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def truncation_hint(missing: int) -> str:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import build, tensor
@@ -81,7 +82,7 @@ def test_names_with_control_characters_stay_on_one_line(tmp_path: Path) -> None:
     path.write_bytes(build({"a\nb\x00": tensor("U8", [1], 0, 1)}, 1))
     result = run("inspect", str(path))
     assert result.returncode == 0
-    assert any(line.startswith("a\\nb\\u0000") for line in result.stdout.splitlines())
+    assert any(line.startswith("a\\nb\\x00 ") for line in result.stdout.splitlines())
 
 
 def test_metadata_with_long_values_is_cut(
@@ -159,9 +160,15 @@ def test_validate_strict(tmp_path: Path) -> None:
     odd.write_bytes(build('{"a":["U8",[1],[0,1]],"a":["U8",[1],[0,1]]}', 1))
     result = run("validate", "--strict", TINY, str(odd))
     assert result.returncode == 1
+    # Every finding is shown, each on its own line (issue 18, point 9).
     assert result.stdout.splitlines() == [
         f"{TINY}: ok (7 tensors)",
-        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array (+3 more)",
+        f"{odd}: strict: 4 findings",
+        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
+        f"{odd}: strict: DuplicateTensor: tensor 'a' appears again; the last wins",
+        f"{odd}: strict: ArrayForm: tensor 'a' is written as an array",
+        f"{odd}: strict: DataStartAlignment: the data buffer starts at byte 51, not a multiple "
+        "of 8",
     ]
     assert run("validate", str(odd)).returncode == 0  # the reference accepts it
 
@@ -172,14 +179,31 @@ def test_validate_json(tmp_path: Path) -> None:
     result = run("validate", "--json", "--strict", TINY, str(bad), str(tmp_path / "missing"))
     assert result.returncode == 1
     good, wrong, missing = map(json.loads, result.stdout.splitlines())
-    assert good == {"path": TINY, "valid": True, "error": None, "findings": []}
+    assert good == {
+        "path": TINY,
+        "valid": True,
+        "tensors": 7,
+        "error": None,
+        "findings": [],
+        "problems": [],
+        "other_files": [],
+    }
     assert wrong["valid"] is False
     assert wrong["error"]["kind"] == "TensorInvalidInfo"
     assert wrong["error"]["tensor"] == "a"
-    assert missing["error"] == {"kind": "FileNotFoundError", "message": "No such file or directory"}
+    # An OS error's object has the keys of a HeaderError's (issue 18, point 10).
+    assert missing["error"] == {
+        "kind": "FileNotFoundError",
+        "message": "No such file or directory",
+        "hint": None,
+        "tensor": None,
+        "offset": None,
+    }
 
 
-def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_wide_names_are_cut_in_the_middle_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import io
 
     from safetensors_header import _cli
@@ -189,14 +213,17 @@ def test_wide_names_are_cut_on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_p
             return True
 
     path = tmp_path / "wide.safetensors"
-    path.write_bytes(build({"n" * 300: tensor("U8", [1], 0, 1)}, 1))
+    path.write_bytes(build({"a" * 150 + "b" * 150: tensor("U8", [1], 0, 1)}, 1))
     monkeypatch.setenv("COLUMNS", "80")
-    out = Terminal()
+    stream = Terminal()
     args = _cli._argument_parser().parse_args(["inspect", str(path)])
-    assert _cli._inspect(args, out) == 0
-    row = next(line for line in out.getvalue().splitlines() if line.startswith("nnn"))
-    assert len(row) <= 80
-    assert "…" in row
+    assert _cli._inspect(args, _cli._Output(stream), _cli._Output(io.StringIO())) == 0
+    row = next(line for line in stream.getvalue().splitlines() if line.startswith("aaa"))
+    assert len(row) == 80
+    name = row.split()[0]
+    assert name.startswith("a" * 10)
+    assert "…" in name
+    assert name.endswith("b" * 10)  # the end, which tells such names apart, is kept
 
 
 def test_inspect_and_validate_a_sharded_checkpoint(tmp_path: Path) -> None:
@@ -257,7 +284,8 @@ def test_totals_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert "total: 7 tensors, 94 parameters, 235 bytes" in lines
     assert "dtype  tensors  parameters  bytes" in lines
-    summary = lines[lines.index("dtype  tensors  parameters  bytes") + 1 :]
+    summary = lines[lines.index("dtype  tensors  parameters  bytes") + 1 : -1]
+    assert lines[-1] == "(bytes in file: absolute offsets, start-end, end exclusive)"
     assert [line.split() for line in summary] == [
         ["BOOL", "1", "3", "3"],
         ["F16", "1", "32", "64"],
@@ -293,4 +321,281 @@ def test_checkpoint_problems_carry_their_kind(tmp_path: Path) -> None:
     assert set(document["problems"][0]) == {"kind", "message", "tensor"}
     assert document["totals"]["numel"] == 19
     text = run("inspect", str(index)).stdout.splitlines()
-    assert any(line.startswith("problem: TotalSize: the index's total_size is 50") for line in text)
+    assert any(line.startswith("warning: TotalSize: the index's total_size is 50") for line in text)
+
+
+# --- issue 18: the command line as a person uses it -----------------------------------------
+
+
+def test_a_missing_shard_is_named(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    index = write(tmp_path)
+    shard = tmp_path / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    for source in (str(tmp_path), str(index)):
+        result = run("inspect", source)
+        assert result.returncode == 1
+        assert result.stderr.startswith(
+            f"safetensors-header: {source}: FileNotFoundError: No such file or directory: {shard}."
+            " Hint: the checkpoint's index names this file, but it is not there"
+        )
+        (document,) = map(json.loads, run("validate", "--json", source).stdout.splitlines())
+        assert document["error"]["message"] == f"No such file or directory: {shard}"
+        assert "Fetch every file the index lists" in document["error"]["hint"]
+
+
+def test_a_directory_without_a_checkpoint_says_what_it_holds(tmp_path: Path) -> None:
+    for name in ("encoder.safetensors", "decoder.safetensors", "config.json"):
+        (tmp_path / name).write_bytes(Path(TINY).read_bytes())
+    result = run("inspect", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"safetensors-header: {tmp_path}: FileNotFoundError: no model.safetensors or "
+        "model.safetensors.index.json (nor the diffusers names) in the directory; it holds 2 "
+        "safetensors files: decoder.safetensors, encoder.safetensors. Hint: name the files: "
+        f"safetensors-header inspect {tmp_path}/*.safetensors\n"
+    )
+    (tmp_path / "decoder.safetensors").unlink()
+    result = run("validate", str(tmp_path))
+    assert result.stdout.endswith(
+        f"Hint: name the file: safetensors-header validate {tmp_path}/encoder.safetensors\n"
+    )
+    (tmp_path / "model.fp16.safetensors.index.json").write_text("{}")
+    result = run("validate", "--json", str(tmp_path))
+    error = json.loads(result.stdout)["error"]
+    assert "it holds the index model.fp16.safetensors.index.json" in error["message"]
+    assert error["hint"] == (
+        f"name the index: safetensors-header validate {tmp_path}/model.fp16.safetensors.index.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        pytest.param([], "no safetensors file in the directory (it is empty)", id="empty"),
+        pytest.param(
+            ["pytorch_model.bin", "config.json"],
+            "no safetensors file in the directory (it holds config.json, pytorch_model.bin)",
+            id="pytorch-only",
+        ),
+    ],
+)
+def test_a_directory_without_safetensors_files(tmp_path: Path, files: list[str], said: str) -> None:
+    for name in files:
+        (tmp_path / name).write_bytes(b"x")
+    result = run("inspect", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr == f"safetensors-header: {tmp_path}: FileNotFoundError: {said}\n"
+
+
+def test_files_beside_a_directory_checkpoint_are_named(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    write(tmp_path)
+    for name in ("model.safetensors", "adapter_model.safetensors"):
+        (tmp_path / name).write_bytes(Path(TINY).read_bytes())
+    note = "note: also in the directory, not read: adapter_model.safetensors, model.safetensors"
+    assert note in run("inspect", str(tmp_path)).stdout.splitlines()
+    document = json.loads(run("inspect", "--json", str(tmp_path)).stdout)
+    assert document["other_files"] == ["adapter_model.safetensors", "model.safetensors"]
+    result = run("validate", str(tmp_path))
+    assert (result.returncode, result.stdout.splitlines()) == (
+        0,
+        [f"{tmp_path}: ok (4 tensors)", f"{tmp_path}: {note}"],
+    )
+    # The index is read (not model.safetensors), so the files beside it are named.
+    (tmp_path / "model.safetensors.index.json").unlink()
+    document = json.loads(run("validate", "--json", str(tmp_path)).stdout)
+    assert document["tensors"] == 7
+    assert document["other_files"] == [
+        "adapter_model.safetensors",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+
+
+def test_help_says_what_a_source_is_with_examples() -> None:
+    top = run("--help")
+    assert top.returncode == 0
+    assert "examples:" in top.stdout
+    for command in ("inspect", "validate", "diff"):
+        result = run(command, "--help")
+        assert result.returncode == 0
+        assert "http(s):// URL" in " ".join(result.stdout.split())
+        assert "a checkpoint (a directory, or its index .json)" in " ".join(result.stdout.split())
+        assert "examples:" in result.stdout
+        assert f"  safetensors-header {command} " in result.stdout
+        assert "exit status:" in result.stdout
+
+
+def test_version() -> None:
+    from safetensors_header import __version__
+
+    result = run("--version")
+    assert (result.returncode, result.stdout) == (0, f"safetensors-header {__version__}\n")
+
+
+def test_checkpoint_problems_are_warnings_unless_strict(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    weight_map = {
+        "embed": "model-00001-of-00002.safetensors",
+        "l0.w": "model-00001-of-00002.safetensors",
+    }
+    weight_map |= {"l1.w": "model-00002-of-00002.safetensors"}  # "head" is not listed
+    index = write(tmp_path, weight_map=weight_map, metadata={"total_size": 90_857_060})
+    result = run("validate", str(index))
+    assert result.returncode == 0  # warnings leave the exit status alone
+    assert result.stdout.splitlines() == [
+        f"{index}: ok (4 tensors), 2 warnings",
+        f"{index}: warning: UnlistedTensor: tensor 'head' is in "
+        "'model-00002-of-00002.safetensors' but not in the index's weight_map",
+        f"{index}: warning: TotalSize: the index's total_size is 90857060, but the tensors "
+        "hold 51 bytes",
+    ]
+    result = run("validate", "--strict", str(index))
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == f"{index}: strict: 2 findings"
+    assert result.stdout.splitlines()[1].startswith(f"{index}: strict: UnlistedTensor: ")
+    document = json.loads(run("validate", "--json", "--strict", str(index)).stdout)
+    assert document["valid"] is False
+    assert [p["kind"] for p in document["problems"]] == ["UnlistedTensor", "TotalSize"]
+    assert document["findings"] == []
+    # inspect shows the index's numbers as people read them.
+    text = run("inspect", str(index)).stdout.splitlines()
+    assert "  total_size: 90,857,060" in text
+    assert f"{index}: 2 files, 4 tensors" in text
+
+
+def test_strict_audits_every_shard(tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    write(tmp_path)
+    shard = tmp_path / "model-00002-of-00002.safetensors"
+    shard.write_bytes(
+        build(
+            '{"l1.w":["BF16",[2,2],[0,8]],"head":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}',
+            11,
+            pad=True,
+        )
+    )
+    result = run("validate", "--strict", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{tmp_path}: strict: 1 finding",
+        f"{tmp_path}: strict: ArrayForm: model-00002-of-00002.safetensors: tensor 'l1.w' is "
+        "written as an array",
+    ]
+    assert run("validate", str(tmp_path)).returncode == 0
+
+
+def test_singular_and_plural(tmp_path: Path) -> None:
+    one = tmp_path / "one.safetensors"
+    one.write_bytes(build({"a": tensor("U8", [1], 0, 1)}, 1))
+    lines = run("inspect", str(one)).stdout.splitlines()
+    assert lines[0].startswith(f"{one}: 1 tensor, header ")
+    assert "total: 1 tensor, 1 parameter, 1 byte" in lines
+    assert run("validate", str(one)).stdout == f"{one}: ok (1 tensor)\n"
+    (tmp_path / "model.safetensors").write_bytes(one.read_bytes())
+    assert run("inspect", str(tmp_path)).stdout.startswith(f"{tmp_path}: 1 file, 1 tensor\n")
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    odd = build('{"a":["U8",[1],[0,1]]}', 1)
+
+    def piped(*args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "safetensors_header", *args],
+            input=data,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    result = piped("inspect", "-", data=Path(TINY).read_bytes())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        b"<stdin>: 7 tensors, header 576 bytes, data at 584, file unknown"
+    )
+    result = piped("validate", "--strict", "-", data=odd)
+    assert result.returncode == 1
+    assert b"<stdin>: strict: ArrayForm: tensor 'a' is written as an array" in result.stdout
+    result = piped("validate", "--json", "-", TINY, data=b"GGUF" + bytes(60))
+    verdict = json.loads(result.stdout.splitlines()[0])
+    assert (verdict["path"], verdict["error"]["kind"]) == ("-", "HeaderTooLarge")
+    assert "GGUF" in verdict["error"]["hint"]
+    result = piped("inspect", "-", "-", data=b"")
+    assert result.returncode == 2
+    assert b"can be read only once" in result.stderr
+
+
+def test_an_interrupt_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header import _cli
+
+    def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli, "_validate", interrupted)
+    assert main(["validate", TINY]) == 130
+    assert capsys.readouterr().err == "safetensors-header: interrupted\n"
+
+
+def test_validate_strict_reads_a_url(site: Any, tmp_path: Path) -> None:
+    from test_checkpoint import write
+
+    odd = build('{"a":["U8",[1],[0,1]]}', 1, pad=True)
+    site.files["tiny.safetensors"] = Path(TINY).read_bytes()
+    site.files["odd.safetensors"] = odd
+    write(tmp_path)
+    for path in tmp_path.iterdir():
+        site.files[f"ck/{path.name}"] = path.read_bytes()
+    site.files["ck/model-00002-of-00002.safetensors"] = odd  # not the shard the index names
+    tiny, bad = site.url("tiny.safetensors"), site.url("odd.safetensors")
+    result = run("validate", "--strict", tiny, bad)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{tiny}: ok (7 tensors)",
+        f"{bad}: strict: 1 finding",
+        f"{bad}: strict: ArrayForm: tensor 'a' is written as an array",
+    ]
+    # Only the header's bytes are asked for, with one ranged request each for the audit.
+    audits = [hit for hit in site.hits if hit.path == "/odd.safetensors"][1:]
+    assert [hit.range for hit in audits] == [f"bytes=0-{len(odd) - 2}"]
+    index = site.url("ck/model.safetensors.index.json")
+    result = run("validate", "--strict", "--json", index)
+    assert result.returncode == 1
+    verdict = json.loads(result.stdout)
+    assert verdict["error"]["kind"] == "IndexMismatch"  # the wrong shard, found before the audit
+    site.files["ck/model-00002-of-00002.safetensors"] = (
+        tmp_path / "model-00002-of-00002.safetensors"
+    ).read_bytes()
+    result = run("validate", "--strict", index)
+    assert (result.returncode, result.stdout) == (0, f"{index}: ok (4 tensors)\n")
+
+
+def test_fsspec_urls(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    from test_checkpoint import write
+
+    index = write(tmp_path)
+    url = index.as_uri()
+    assert run("validate", "--strict", url).stdout == f"{url}: ok (4 tensors)\n"
+    assert run("diff", url, str(tmp_path)).returncode == 0
+    # Every shard is audited, read beside the index.
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(
+        build(
+            '{"l1.w":["BF16",[2,2],[0,8]],"head":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}',
+            11,
+            pad=True,
+        )
+    )
+    result = run("validate", "--strict", url)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{url}: strict: 1 finding",
+        f"{url}: strict: ArrayForm: model-00002-of-00002.safetensors: tensor 'l1.w' is "
+        "written as an array",
+    ]

@@ -20,6 +20,25 @@ def zip_file() -> bytes:
     return buffer.getvalue()
 
 
+def npy() -> bytes:
+    """A .npy file as numpy.save writes it (what an Equinox .eqx file holds, one per leaf)."""
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"
+    header += b" " * (-(10 + len(header) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + bytes(12)
+
+
+def npz() -> bytes:
+    """A .npz file as numpy.savez writes it: a zip of .npy members."""
+    buffer = BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("arr_0.npy", npy())
+    return buffer.getvalue()
+
+
+# The first bytes of an ONNX model exported by torch.onnx.export: ir_version 8, producer_name
+# "pytorch", producer_version "2.1.0", then the graph (field 7).
+ONNX = b"\x08\x08\x12\x07pytorch\x1a\x052.1.0:\xd4\x03\n\x17" + bytes(48)
+
 LFS = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 4\n"
 
 CASES = [
@@ -52,6 +71,23 @@ CASES = [
         id="index-json",
     ),
     pytest.param(b"\x93NUMPY\x01\x00v\x00" + bytes(64), "HeaderTooLarge", "numpy.load", id="npy"),
+    pytest.param(ONNX, "HeaderTooLarge", "ONNX model", id="onnx"),
+    pytest.param(b"Entry not found", "HeaderTooLarge", "'Entry not found'", id="text-error-page"),
+    pytest.param(
+        b"model_type: bert\nhidden_size: 384\n", "HeaderTooLarge", "text file", id="text-yaml"
+    ),
+    pytest.param(b"hello", "HeaderTooSmall", "text file", id="text-short"),
+    pytest.param(
+        "caf\u00e9 \u00e9t\u00e9 ".encode() * 6 + "\u00e9".encode()[:1],
+        "HeaderTooLarge",
+        "text file",
+        id="text-utf8-cut-in-a-character",
+    ),
+    pytest.param(npy() + npy(), "HeaderTooLarge", "Equinox", id="eqx"),
+    pytest.param(npz(), "HeaderTooLarge", ".npz archive", id="npz"),
+    pytest.param(
+        b"\x1c\x00\x00\x00TFL3" + bytes(64), "HeaderTooLarge", "TensorFlow Lite", id="tflite"
+    ),
     pytest.param(
         build({"a": tensor("U8", [100], 0, 100)}, 100)[:-30],
         "MetadataIncompleteBuffer",
@@ -86,6 +122,7 @@ def test_hint(data: bytes, kind: str, phrase: str) -> None:
         pytest.param(struct.pack("<Q", 10**9) + bytes(8), id="huge-binary-length"),
         pytest.param(build({"a": tensor("U8", [1], 0, 2)}, 2), id="bad-size"),
         pytest.param(build({"a": tensor("U8", [1], 0, 1)}, 2), id="trailing-byte"),
+        pytest.param(b"\x08\x07\x12\x07\x00\x00\x00\x00" + bytes(64), id="binary-not-text"),
     ],
 )
 def test_no_hint_when_nothing_is_recognised(data: bytes) -> None:
@@ -93,3 +130,14 @@ def test_no_hint_when_nothing_is_recognised(data: bytes) -> None:
         read_header(data)
     assert info.value.hint is None
     assert "Hint" not in str(info.value)
+
+
+def test_a_truncated_file_that_starts_like_onnx_is_called_truncated() -> None:
+    # A header length of 0x120708 bytes (1.2 MB) starts like an ONNX file (08 07 12), but its
+    # bytes 4-7 are zero where an ONNX file has its producer's name.
+    with pytest.raises(HeaderError) as info:
+        read_header(b"\x08\x07\x12\x00\x00\x00\x00\x00{}")
+    assert info.value.kind == "InvalidHeaderLength"
+    assert info.value.hint is not None
+    assert "ONNX" not in info.value.hint
+    assert "shorter than it says" in info.value.hint
