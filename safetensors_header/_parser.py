@@ -977,17 +977,16 @@ def _check_coverage(data_start: int, data_end: int, file_size: int) -> None:
     covered = data_start + data_end
     if covered == file_size:
         return
-    from ._diagnose import truncation_hint
-
     if covered < file_size:
         found = f"{file_size - covered:,} bytes after the last tensor"
     else:
-        found = f"the file ends {covered - file_size:,} bytes short (truncated?)"
+        found = f"it ends {covered - file_size:,} bytes short"
     _fail(
         "MetadataIncompleteBuffer",
         f"the tensors cover the data buffer up to file offset {covered:,}, "
         f"but the file is {file_size:,} bytes: {found}",
-        hint=truncation_hint(covered - file_size) if covered > file_size else None,
+        # The message has the shortfall; the hint only what to do about it.
+        hint="an interrupted download or copy? Fetch it again" if covered > file_size else None,
     )
 
 
