@@ -410,9 +410,14 @@ def _shard_url(url: str | Mapping[str, str], shard: str | None) -> str:
     return url[shard]
 
 
-def _check_chunks_option(chunks: object, entries: list[tuple[TensorInfo, str | None]]) -> None:
-    """A mapping must name tensors that are there; a target must be a positive integer."""
+def _check_chunks_option(
+    chunks: object, entries: list[tuple[TensorInfo, str | None]] | None
+) -> None:
+    """A mapping must name tensors that are there (unless `entries` is None); a target must
+    be a positive integer."""
     if isinstance(chunks, Mapping):
+        if entries is None:
+            return
         names = {info.name for info, _ in entries}
         unknown = [name for name in chunks if name not in names]
         if unknown:
