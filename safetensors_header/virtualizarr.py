@@ -76,6 +76,13 @@ class SafetensorsParser:
         drop_variables: Tensors to leave out, by name as in the file or as the variable
             (``safetensors_header.zarr.node_name(name)``).
         max_header_size: The largest header length accepted; see `parse_header`.
+        chunks: One chunk per tensor (``None``), a target chunk size in bytes, or tensor
+            name -> chunk shape (checked against each file it parses); see
+            ``safetensors_header.zarr.chunk_shape``.
+        max_workers: The threads that read a checkpoint's shards' headers.
+
+    Raises:
+        ValueError: `chunks` is a target below 1 byte, or neither an int nor a mapping.
     """
 
     def __init__(

@@ -267,3 +267,29 @@ def test_url_prefixes_and_containers() -> None:
     assert custom.url_prefix == "ftp://h/"
     granted = st_icechunk.authorizations(["file:///m/", "s3://b/"], {"s3://b/": None})
     assert list(granted) == ["file:///m/", "s3://b/"]
+
+
+def test_the_readme_example_runs(tmp_path: Path) -> None:
+    # tests/test_readme.py runs it too where icechunk is installed; here it runs on every
+    # Python that has icechunk, whatever that test's list of optional modules says.
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = next(
+        b for b in readme.split("```python\n")[1:] if "commit_virtual(create_repository" in b
+    ).split("```")[0]
+    (tmp_path / "tests" / "data").mkdir(parents=True)
+    data = Path(__file__).resolve().parent / "data" / "tiny.safetensors"
+    (tmp_path / "tests" / "data" / "tiny.safetensors").write_bytes(data.read_bytes())
+    package_root = str(Path(safetensors_header.__file__).resolve().parents[1])
+    env = dict(os.environ, ICECHUNK_LOG="error")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("float16 (8, 4)")
