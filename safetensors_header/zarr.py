@@ -1,16 +1,20 @@
-"""A safetensors file as a Zarr group: Zarr v2 and v3 metadata, and kerchunk references.
+"""A safetensors file or checkpoint as a Zarr group: Zarr v2 and v3 metadata, kerchunk references.
 
-    >>> from safetensors_header import read_header
-    >>> from safetensors_header.zarr import to_kerchunk, to_zarr
+    >>> from safetensors_header import read_checkpoint, read_header
+    >>> from safetensors_header.zarr import read_tensors, to_kerchunk, to_zarr
     >>> header = read_header("model.safetensors")  # doctest: +SKIP
     >>> refs = to_kerchunk(header, "s3://bucket/model.safetensors")  # doctest: +SKIP
+    >>> refs = to_kerchunk(header, "model.safetensors", chunks=1 << 20)  # doctest: +SKIP
+    >>> checkpoint = read_checkpoint("llama/model.safetensors.index.json")  # doctest: +SKIP
+    >>> refs = to_kerchunk(checkpoint, "s3://bucket/llama/")  # doctest: +SKIP
     >>> to_zarr(header)["zarr.json"]  # doctest: +SKIP
     {'zarr_format': 3, 'node_type': 'group', 'attributes': {'format': 'pt'}}
 
-Every tensor is one uncompressed Zarr array of one chunk, the tensor's byte range in the
-file; the ``__metadata__`` map is the group's attributes. Plain dicts and JSON, standard
-library only (importing this module imports no Zarr library): zarr, fsspec and VirtualiZarr
-consume what it writes.
+Every tensor is one uncompressed Zarr array whose chunks are byte ranges of the file: one chunk
+(the tensor's whole range) by default, or a contiguous chunking (``chunks=``, below). The
+``__metadata__`` map is the group's attributes. Plain dicts and JSON, standard library only
+(importing this module imports no Zarr library): zarr, fsspec and VirtualiZarr consume what it
+writes; `read_tensors` reads the tensors back (with numpy).
 
 Choices, the same for both Zarr formats:
 
@@ -24,8 +28,9 @@ Choices, the same for both Zarr formats:
   have no bfloat16 or float8: ``BF16`` is stored as ``uint16`` and every ``F8_*`` as
   ``uint8``, the same bits, with the real dtype in the array's attributes
   (``safetensors_dtype``; every array has it). Reinterpret with ml_dtypes:
-  ``z[...].view(ml_dtypes.bfloat16)``. Converting would need a copy and a codec no Zarr
-  reader has; carrying the bits keeps the chunk a plain byte range of the file.
+  ``z[...].view(ml_dtypes.bfloat16)``, or let `read_tensors` do it. Converting would need a
+  copy and a codec no Zarr reader has; carrying the bits keeps each chunk a plain byte range
+  of the file.
 * **Sub-byte dtypes** (``F4``, ``F6_*``: several values packed per byte) are a 1-d ``uint8``
   array of the tensor's bytes (`array_shape`), with its shape in ``safetensors_shape``.
 * **Dimensions.** Axis ``i`` of the array at key ``k`` is named ``"k/i"`` (``_ARRAY_DIMENSIONS``
@@ -37,21 +42,42 @@ Choices, the same for both Zarr formats:
 * **Fill value**: ``null`` in v2, so that xarray does not mask zeros as missing; the zero of
   the data type (``false``, ``0``, ``0.0``, ``[0.0, 0.0]``) in v3, where it is required and
   xarray does not use it as a mask. No chunk is ever missing, so it is never used.
+* **Chunks** (``chunks=``): ``None``, one chunk per tensor; an ``int``, a target size in bytes
+  for every tensor (`chunk_shape`: the largest contiguous chunking not above it); or a
+  mapping of tensor name to chunk shape, the others keeping one chunk. A chunk shape is
+  ``(1, ..., 1, c, d_k+1, ..., d_n)`` with ``c`` dividing ``d_k``, in the tensor's own shape
+  (for ``F4``/``F6_*`` too, whose chunks must then hold whole bytes): chunk ``j`` of the grid
+  is then bytes ``start + j * size`` of the file, so chunking costs nothing, and reading one
+  row of a large tensor reads that row's chunk only. See `TensorInfo.chunks`.
+* **Checkpoints** (what `read_checkpoint` returns) are one group of all the shards' tensors,
+  each array's chunks in its own shard's file and its shard named in the array's
+  ``safetensors_file`` attribute. The group's attributes are the ``__metadata__`` entries that
+  every shard has with the same value (usually ``{"format": "pt"}``).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
+from itertools import product
 
+from ._checkpoint import Checkpoint
+from ._chunks import auto_chunk_shape, check_chunk_shape, chunk_grid
 from ._format import DTYPES
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from collections.abc import Iterable, Iterator, Sequence
+    from typing import Any, Literal, TypeAlias
 
     from ._header import Header, TensorInfo
 
-__all__ = ["array_metadata", "array_shape", "node_name", "to_kerchunk", "to_zarr"]
+    #: The ``chunks=`` option: one chunk, a target in bytes, or name -> chunk shape.
+    Chunks: TypeAlias = int | Mapping[str, Sequence[int] | int] | None
+
+__all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
+__all__ += ["to_kerchunk", "to_zarr"]
 
 
 def node_name(name: str, /) -> str:
@@ -74,55 +100,79 @@ def node_name(name: str, /) -> str:
     return key
 
 
-def to_kerchunk(header: Header, url: str, /, *, zarr_format: Literal[2, 3] = 2) -> dict[str, Any]:
-    """Kerchunk references (version 1) that present the file as a Zarr group.
+def to_kerchunk(
+    source: Header | Checkpoint,
+    url: str | Mapping[str, str],
+    /,
+    *,
+    zarr_format: Literal[2, 3] = 2,
+    chunks: Chunks = None,
+) -> dict[str, Any]:
+    """Kerchunk references (version 1) that present the file or checkpoint as a Zarr group.
 
     Args:
-        header: The file's header (from `read_header`).
+        source: A file's header (from `read_header`), or a checkpoint (from
+            `read_checkpoint`): all its shards' tensors in one group.
         url: Where the file is, as the reader of the references will open it: a local path,
-            ``file://``, ``https://``, ``s3://``, ... (fsspec's protocols). Written into
-            every chunk reference, unchanged.
+            ``file://``, ``https://``, ``s3://``, ... (fsspec's protocols), written into every
+            chunk reference unchanged. For a checkpoint, where its shards are: the URL of its
+            index or of its directory (ending in ``/``), each shard's name (as the index
+            writes it) put after the last ``/``; or a mapping of shard name to URL.
         zarr_format: 2 (the default, what kerchunk writes and VirtualiZarr's kerchunk
             parser reads): ``.zgroup``, ``.zattrs``, ``.zarray`` documents and chunk keys
             ``name/0.0``. 3: ``zarr.json`` documents and chunk keys ``name/c/0/0``; fsspec
             serves them as well, open them with ``zarr_format=3``. The documents are those
             of `to_zarr` with the same `zarr_format`.
+        chunks: One chunk per tensor (``None``), a target chunk size in bytes, or tensor
+            name -> chunk shape; see `chunk_shape` and the module documentation.
 
     Returns:
         ``{"version": 1, "refs": {key: value}}``, JSON-serialisable: metadata documents are
-        JSON strings, chunks are ``[url, offset, length]``. One array per tensor, one chunk
-        per array (none for a zero-size tensor); see the module documentation for names,
-        dtypes and attributes. Open with fsspec and zarr::
+        JSON strings, chunks are ``[url, offset, length]``. One array per tensor, its chunks
+        in C order of the grid (none for a zero-size tensor); see the module documentation
+        for names, dtypes and attributes. Open with fsspec and zarr::
 
             fs = fsspec.filesystem("reference", fo=refs, asynchronous=True)
             group = zarr.open_group(zarr.storage.FsspecStore(fs, read_only=True), mode="r")
 
     Raises:
-        ValueError: `zarr_format` is neither 2 nor 3.
+        ValueError: `zarr_format` is neither 2 nor 3; `chunks` is not a positive size or
+            names a tensor that is not there, or a chunk shape that is not a contiguous,
+            dividing chunking of its tensor (the message says why).
+        KeyError: `url` is a mapping without one of the checkpoint's shards.
     """
     refs: dict[str, Any] = {
         key: json.dumps(document, separators=(",", ":"))
-        for key, document in to_zarr(header, zarr_format=zarr_format).items()
+        for key, document in to_zarr(source, zarr_format=zarr_format, chunks=chunks).items()
     }
-    for info in header.tensors.values():
-        shape = array_shape(info)
-        if 0 in shape:
-            continue  # a zero-size array has no chunk
-        if zarr_format == 3:
-            chunk = "/".join(("c", *("0" * len(shape))))
+    for info, shard in _entries(source):
+        if isinstance(source, Checkpoint):
+            where = _shard_url(url, shard)
+        elif isinstance(url, str):
+            where = url
         else:
-            chunk = ".".join("0" * len(shape)) or "0"
-        refs[f"{node_name(info.name)}/{chunk}"] = [url, info.start, info.nbytes]
+            raise TypeError("url must be a string for a single file's header")
+        node = node_name(info.name)
+        for key, offset, length in _chunk_refs(info, chunk_shape(info, chunks), zarr_format):
+            refs[f"{node}/{key}"] = [where, offset, length]
     return {"version": 1, "refs": refs}
 
 
-def to_zarr(header: Header, /, *, zarr_format: Literal[2, 3] = 3) -> dict[str, dict[str, Any]]:
-    """The Zarr metadata documents that present the file as a Zarr group.
+def to_zarr(
+    source: Header | Checkpoint,
+    /,
+    *,
+    zarr_format: Literal[2, 3] = 3,
+    chunks: Chunks = None,
+) -> dict[str, dict[str, Any]]:
+    """The Zarr metadata documents that present the file or checkpoint as a Zarr group.
 
     Args:
-        header: The file's header (from `read_header`).
+        source: A file's header (from `read_header`), or a checkpoint (from
+            `read_checkpoint`).
         zarr_format: 3 (the default): a ``zarr.json`` document per node. 2: ``.zgroup``,
             ``.zattrs`` and ``.zarray`` documents.
+        chunks: As for `to_kerchunk`.
 
     Returns:
         Store key -> the JSON document at that key (a dict, to be written as JSON). For Zarr
@@ -130,18 +180,22 @@ def to_zarr(header: Header, /, *, zarr_format: Literal[2, 3] = 3) -> dict[str, d
         ``"<key>/zarr.json"`` for each tensor's array, ``<key>`` being ``node_name(name)``
         and the document its `array_metadata`. For Zarr v2, ``".zgroup"`` and ``".zattrs"``
         (the ``__metadata__`` map) for the group, ``"<key>/.zarray"`` and
-        ``"<key>/.zattrs"`` for each array. Each array has one chunk, uncompressed
-        (little-endian), at ``<key>/c/0/0...`` in v3 (``<key>/c`` for a scalar) and
-        ``<key>/0.0...`` in v2 (``<key>/0`` for a scalar), none for a zero-size tensor,
-        whose bytes are ``file[t.start:t.end]``. Serve the documents and those byte ranges
-        from any store and zarr-python 3 reads the tensors; or use `to_kerchunk`, which adds
-        the chunk references.
+        ``"<key>/.zattrs"`` for each array. Uncompressed (little-endian) chunks at
+        ``<key>/c/0/0...`` in v3 (``<key>/c`` for a scalar) and ``<key>/0.0...`` in v2
+        (``<key>/0`` for a scalar), none for a zero-size tensor; chunk ``j`` of an array (in
+        C order of its grid) is bytes ``t.start + j * size`` to ``t.start + (j + 1) * size``
+        of its file (`TensorInfo.chunks` lists them). Serve the documents and those byte
+        ranges from any store and zarr-python 3 reads the tensors; or use `to_kerchunk`,
+        which adds the chunk references.
 
     Raises:
-        ValueError: `zarr_format` is neither 2 nor 3.
+        ValueError: `zarr_format` is neither 2 nor 3, or `chunks` is not valid (see
+            `to_kerchunk`).
     """
     _check_zarr_format(zarr_format)
-    group_attributes = dict(header.metadata) if header.metadata is not None else {}
+    entries = list(_entries(source))
+    _check_chunks_option(chunks, entries)
+    group_attributes = _group_attributes(source)
     documents: dict[str, dict[str, Any]]
     if zarr_format == 3:
         documents = {
@@ -149,38 +203,127 @@ def to_zarr(header: Header, /, *, zarr_format: Literal[2, 3] = 3) -> dict[str, d
         }
     else:
         documents = {".zgroup": {"zarr_format": 2}, ".zattrs": group_attributes}
-    for info in header.tensors.values():
+    for info, shard in entries:
         node = node_name(info.name)
+        sizes = chunk_shape(info, chunks)
         if zarr_format == 3:
-            documents[f"{node}/zarr.json"] = array_metadata(info)
+            document = _array_metadata(info, 3, sizes)
+            if shard is not None:
+                document["attributes"]["safetensors_file"] = shard
+            documents[f"{node}/zarr.json"] = document
         else:
-            documents[f"{node}/.zarray"] = array_metadata(info, zarr_format=2)
+            documents[f"{node}/.zarray"] = _array_metadata(info, 2, sizes)
             documents[f"{node}/.zattrs"] = {
                 "_ARRAY_DIMENSIONS": _dimension_names(node, array_shape(info)),
-                **_tensor_attributes(info),
+                **_tensor_attributes(info, shard),
             }
     return documents
 
 
-def array_metadata(info: TensorInfo, /, *, zarr_format: Literal[2, 3] = 3) -> dict[str, Any]:
+def array_metadata(
+    info: TensorInfo,
+    /,
+    *,
+    zarr_format: Literal[2, 3] = 3,
+    chunks: int | Sequence[int] | None = None,
+) -> dict[str, Any]:
     """The metadata document of one tensor's Zarr array, as `to_zarr` writes it.
 
     For Zarr v3 (the default), the array's ``zarr.json`` (its attributes and dimension
     names included); for Zarr v2, its ``.zarray`` (v2 keeps the attributes, with the
-    dimension names, in a ``.zattrs`` document of their own: see `to_zarr`).
+    dimension names, in a ``.zattrs`` document of their own: see `to_zarr`). `chunks` is the
+    tensor's chunk shape, a target size in bytes, or ``None`` for one chunk (`chunk_shape`).
 
     Raises:
-        ValueError: `zarr_format` is neither 2 nor 3.
+        ValueError: `zarr_format` is neither 2 nor 3, or `chunks` is not valid.
     """
     _check_zarr_format(zarr_format)
+    return _array_metadata(info, zarr_format, chunk_shape(info, chunks))
+
+
+def chunk_shape(info: TensorInfo, chunks: Chunks | Sequence[int] = None, /) -> tuple[int, ...]:
+    """The tensor's chunk shape (in its own shape) for a ``chunks=`` option.
+
+    ``None``: the whole tensor, one chunk. An ``int``: a target size in bytes, the largest
+    contiguous chunking whose chunks are not above it, never below the smallest there is (one
+    element; for ``F4``/``F6_*`` the fewest elements that fill whole bytes), so that one
+    target works for every tensor of a file. A mapping: the tensor's entry (by its name as in
+    the file: a chunk shape, or a target of its own), or the whole tensor when it has none. A
+    sequence: that shape. Scalars always
+    get ``()``; zero-size tensors, which have no chunk, their shape with 0s made 1 unless a
+    shape is given.
+
+    Raises:
+        ValueError: A target below 1 byte, or a chunk shape that is not a contiguous,
+            dividing chunking of the tensor (``(1, ..., 1, c, d_k+1, ..., d_n)``, ``c``
+            dividing ``d_k``), saying why.
+    """
+    if isinstance(chunks, Mapping):
+        chunks = chunks.get(info.name)
+    if chunks is None:
+        return tuple(max(size, 1) for size in info.shape)
+    if isinstance(chunks, bool):
+        raise ValueError(f"chunks must be a size in bytes or a chunk shape, not {chunks!r}")
+    if isinstance(chunks, int):
+        _check_target(chunks)
+        return auto_chunk_shape(info, chunks)
+    return check_chunk_shape(info, chunks)
+
+
+def read_tensors(source: Any, /, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """Read the tensors back from what this module (or the VirtualiZarr parser) made.
+
+    Args:
+        source: A zarr ``Group`` (of kerchunk references through fsspec, an Icechunk
+            store, a VirtualiZarr ``ManifestStore``, ...) or an xarray ``Dataset`` whose
+            variables can be loaded (``xarray.open_zarr``, or ``loadable_variables``).
+        names: The tensors to read, by name as in the file; all of them by default.
+
+    Returns:
+        Tensor name (from each array's ``safetensors_name``) -> numpy array of the tensor's
+        shape and dtype. ``BF16`` and ``F8_*`` are viewed as ml_dtypes types (their bits are
+        unchanged); ``F4`` and ``F6_*``, which numpy cannot hold, are their packed bytes, a
+        1-d ``uint8`` array (their shape is ``safetensors_shape`` in the attributes).
+
+    Raises:
+        KeyError: A name in `names` is not in `source`.
+        ModuleNotFoundError: A ``BF16`` or ``F8_*`` tensor is read without ml_dtypes.
+    """
+    if hasattr(source, "data_vars"):  # an xarray Dataset
+        found = {
+            str(variable.attrs.get("safetensors_name", _decoded(str(key)))): (variable, False)
+            for key, variable in source.data_vars.items()
+        }
+    else:  # a zarr Group
+        found = {
+            str(array.attrs.get("safetensors_name", _decoded(key))): (array, True)
+            for key, array in source.arrays()
+        }
+    wanted = list(found) if names is None else list(names)
+    tensors: dict[str, Any] = {}
+    for name in wanted:
+        if name not in found:
+            raise KeyError(f"no tensor named {name!r}")
+        node, is_zarr = found[name]
+        values = node[...] if is_zarr else node.values
+        tensors[name] = _real_dtype(values, node.attrs.get("safetensors_dtype"))
+    return tensors
+
+
+def array_shape(info: TensorInfo, /) -> tuple[int, ...]:
+    """The shape of the tensor's Zarr array: its shape, or ``(nbytes,)`` for a packed dtype."""
+    return (info.nbytes,) if DTYPES[info.dtype].packed else info.shape
+
+
+def _array_metadata(info: TensorInfo, zarr_format: int, sizes: tuple[int, ...]) -> dict[str, Any]:
     dtype = DTYPES[info.dtype]
     shape = array_shape(info)
-    chunk_shape = [max(size, 1) for size in shape]  # Zarr needs chunk sizes of at least 1
+    chunks = list(_array_chunks(info, sizes))
     if zarr_format == 2:
         return {
             "zarr_format": 2,
             "shape": list(shape),
-            "chunks": chunk_shape,
+            "chunks": chunks,
             "dtype": dtype.zarr_v2,
             "compressor": None,
             "filters": None,
@@ -198,18 +341,99 @@ def array_metadata(info: TensorInfo, /, *, zarr_format: Literal[2, 3] = 3) -> di
         "node_type": "array",
         "shape": list(shape),
         "data_type": dtype.zarr,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": _zero_of(dtype.zarr),
         "codecs": [codec],
-        "attributes": _tensor_attributes(info),
+        "attributes": _tensor_attributes(info, None),
         "dimension_names": _dimension_names(node_name(info.name), shape),
     }
 
 
-def array_shape(info: TensorInfo, /) -> tuple[int, ...]:
-    """The shape of the tensor's Zarr array: its shape, or ``(nbytes,)`` for a packed dtype."""
-    return (info.nbytes,) if DTYPES[info.dtype].packed else info.shape
+def _array_chunks(info: TensorInfo, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The Zarr array's chunk shape: the tensor's, or its bytes for a packed dtype."""
+    if not DTYPES[info.dtype].packed:
+        return sizes
+    if info.numel == 0:
+        return (1,)
+    return (chunk_grid(info, sizes)[1],)
+
+
+def _chunk_refs(
+    info: TensorInfo, sizes: tuple[int, ...], zarr_format: int
+) -> Iterator[tuple[str, int, int]]:
+    """(chunk key, offset, length) of each chunk of the tensor's array, in file order."""
+    if info.numel == 0:
+        return
+    grid, length = chunk_grid(info, sizes)
+    if DTYPES[info.dtype].packed:  # a 1-d array of bytes: chunk j is the j-th in file order
+        grid = (math.prod(grid),)
+    offset = info.start
+    for index in product(*map(range, grid)):
+        if zarr_format == 3:
+            key = "/".join(("c", *map(str, index)))
+        else:
+            key = ".".join(map(str, index)) or "0"  # a scalar's one chunk is "0"
+        yield key, offset, length
+        offset += length
+
+
+def _entries(source: Header | Checkpoint) -> Iterator[tuple[TensorInfo, str | None]]:
+    """Each tensor with its shard's name (``None`` for a single file's header)."""
+    if isinstance(source, Checkpoint):
+        for shard, header in source.files.items():
+            for info in header.tensors.values():
+                yield info, shard
+    else:
+        for info in source.tensors.values():
+            yield info, None
+
+
+def _group_attributes(source: Header | Checkpoint) -> dict[str, Any]:
+    if not isinstance(source, Checkpoint):
+        return dict(source.metadata) if source.metadata is not None else {}
+    shared: dict[str, Any] | None = None
+    for header in source.files.values():
+        metadata = dict(header.metadata or {})
+        shared = (
+            metadata
+            if shared is None
+            else {key: value for key, value in shared.items() if metadata.get(key) == value}
+        )
+    return shared or {}
+
+
+def _shard_url(url: str | Mapping[str, str], shard: str | None) -> str:
+    assert shard is not None  # a checkpoint's entries name their shard
+    if isinstance(url, str):
+        return url[: url.rfind("/") + 1] + shard
+    return url[shard]
+
+
+def _check_chunks_option(
+    chunks: object, entries: list[tuple[TensorInfo, str | None]] | None
+) -> None:
+    """A mapping must name tensors that are there (unless `entries` is None); a target must
+    be a positive integer."""
+    if isinstance(chunks, Mapping):
+        if entries is None:
+            return
+        names = {info.name for info, _ in entries}
+        unknown = [name for name in chunks if name not in names]
+        if unknown:
+            raise ValueError(f"chunks names tensors that are not there: {unknown[:5]!r}")
+    elif isinstance(chunks, bool) or not (chunks is None or isinstance(chunks, int)):
+        raise ValueError(
+            "chunks must be None, a target size in bytes (an int) or a mapping of tensor "
+            f"name to chunk shape, not {chunks!r}"
+        )
+    elif isinstance(chunks, int):
+        _check_target(chunks)
+
+
+def _check_target(target: int) -> None:
+    if target < 1:
+        raise ValueError(f"a target chunk size must be at least 1 byte, not {target!r}")
 
 
 def _check_zarr_format(zarr_format: object) -> None:
@@ -232,8 +456,38 @@ def _dimension_names(node: str, shape: tuple[int, ...]) -> list[str]:
     return [f"{node}/{axis}" for axis in range(len(shape))]
 
 
-def _tensor_attributes(info: TensorInfo) -> dict[str, Any]:
+def _tensor_attributes(info: TensorInfo, shard: str | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {"safetensors_name": info.name, "safetensors_dtype": info.dtype}
     if DTYPES[info.dtype].packed:
         attributes["safetensors_shape"] = list(info.shape)
+    if shard is not None:
+        attributes["safetensors_file"] = shard
     return attributes
+
+
+def _decoded(key: str) -> str:
+    """The tensor name of a key made by `node_name` (for arrays without their attributes)."""
+    if key == "%":
+        return ""
+    for prefix, first in (("%2E", "."), ("%5F", "_"), ("%7A", "z")):
+        if key.startswith(prefix):
+            key = first + key[len(prefix) :]
+            break
+    return key.replace("%2F", "/").replace("%25", "%")
+
+
+def _real_dtype(values: Any, dtype: object) -> Any:
+    """The values as numpy holds the safetensors dtype: ml_dtypes types for BF16 and F8."""
+    import numpy as np
+
+    values = np.asarray(values)
+    kind = DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if kind is None or kind.ml_dtypes is None:
+        return values
+    try:
+        import ml_dtypes
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            f"reading a {dtype} tensor needs ml_dtypes: pip install ml_dtypes", name=error.name
+        ) from None
+    return values.view(getattr(ml_dtypes, kind.ml_dtypes))

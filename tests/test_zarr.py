@@ -391,3 +391,198 @@ def test_zarr_v3_documents_in_a_zarr_store(numeric: tuple[Path, dict[str, Any]])
             f"{node_name(name)}/{i}" for i in range(array.ndim)
         )
         _assert_same(z[...], array)
+
+
+# --- chunks= --------------------------------------------------------------------------------
+
+# A target in bytes that cuts most tensors of the `numeric` file, a mapping, and one chunk.
+CHUNKINGS = [
+    pytest.param(None, id="one-chunk"),
+    pytest.param(4, id="4-bytes"),
+    pytest.param(10, id="10-bytes"),
+    pytest.param({"f32": (1, 2), "u16": (1, 1, 2), "empty": (5, 1), "scalar": ()}, id="mapping"),
+]
+
+
+def _chunk_keys(refs: dict[str, Any], node: str) -> list[str]:
+    documents = ("zarr.json", ".zarray", ".zattrs")
+    return [
+        key for key in refs if key.startswith(f"{node}/") and key[len(node) + 1 :] not in documents
+    ]
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_chunked_references_read_back_through_zarr_and_xarray(
+    numeric: tuple[Path, dict[str, Any]], zarr_format: int, chunks: Any
+) -> None:
+    xarray = pytest.importorskip("xarray")
+    from safetensors_header.zarr import chunk_shape, read_tensors
+
+    path, expected = numeric
+    header = read_header(path)
+    refs = to_kerchunk(header, str(path), zarr_format=zarr_format, chunks=chunks)  # type: ignore[arg-type]
+    group, store = _open_references(refs, zarr_format)
+    dataset = xarray.open_zarr(store, consolidated=False, zarr_format=zarr_format, chunks=None)
+    for name, array in expected.items():
+        info = header.tensors[name]
+        node = node_name(name)
+        sizes = chunk_shape(info, chunks)
+        z = group[node]
+        assert z.chunks == tuple(max(size, 1) for size in sizes)
+        # One reference per chunk of the grid: the tensor's bytes cut in equal pieces.
+        keys = _chunk_keys(refs["refs"], node)
+        assert [refs["refs"][key][1:] for key in keys] == [
+            [offset, length] for _, offset, length in info.chunks(sizes)
+        ]
+        _assert_same(z[...], array)
+        _assert_same(dataset[node].values, array)
+    assert {name: value.tobytes() for name, value in read_tensors(group).items()} == {
+        name: array.tobytes() for name, array in expected.items()
+    }
+
+
+def test_a_target_cuts_the_large_tensors_only(numeric: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = numeric
+    header = read_header(path)
+    refs = to_kerchunk(header, str(path), chunks=16)["refs"]
+    f32 = json.loads(refs["f32/.zarray"])  # 3 x 4 float32: rows of 16 bytes
+    assert (f32["shape"], f32["chunks"]) == ([3, 4], [1, 4])
+    assert [refs[f"f32/{row}.0"][2] for row in range(3)] == [16, 16, 16]
+    assert json.loads(refs["u8/.zarray"])["chunks"] == [5]  # 5 bytes: one chunk
+    assert refs["scalar/0"][2] == 4
+    assert json.loads(refs["empty/.zarray"])["chunks"] == [1, 3]
+    assert not _chunk_keys(refs, "empty")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_chunked_exotic_dtypes_read_back_as_ml_dtypes(tmp_path: Path, zarr_format: int) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from safetensors_header.zarr import read_tensors
+
+    path = tmp_path / "exotic.safetensors"
+    path.write_bytes(EXOTIC)
+    reference = reference_header(EXOTIC)
+    chunks = {"bf16": (1, 3), "e4m3": (2,), "e5m2": (1, 1), "f6": (1, 4)}
+    refs = to_kerchunk(read_header(path), str(path), zarr_format=zarr_format, chunks=chunks)  # type: ignore[arg-type]
+    group, _ = _open_references(refs, zarr_format)
+    assert group["f4"].chunks == (3,)  # six F4 values: three bytes, which cannot be cut
+    assert group["f6"].chunks == (3,)  # four F6 values: three bytes
+    tensors = read_tensors(group)
+    assert sorted(tensors) == sorted(reference)
+    for name, (dtype, shape, raw) in reference.items():
+        assert tensors[name].tobytes() == raw
+        if dtype in ("F4", "F6_E2M3"):
+            assert (tensors[name].dtype.name, tensors[name].shape) == ("uint8", (len(raw),))
+        else:
+            assert tensors[name].shape == shape
+            assert tensors[name].dtype == getattr(ml_dtypes, DTYPES[dtype].ml_dtypes or "")
+    assert read_tensors(group, ["bf16"])["bf16"].dtype == ml_dtypes.bfloat16
+    with pytest.raises(KeyError, match="no tensor named 'nope'"):
+        read_tensors(group, ["nope"])
+
+
+@pytest.mark.parametrize(
+    ("chunks", "why"),
+    [
+        pytest.param({"f32": (2, 4)}, "2 does not divide axis 0 \\(3\\)", id="padded"),
+        pytest.param({"f32": (3, 2)}, "every axis before it must take 1", id="not-contiguous"),
+        pytest.param({"f32": (4,)}, "1 dimension, the tensor has 2", id="rank"),
+        pytest.param({"nope": (1,)}, "not there: \\['nope'\\]", id="unknown-name"),
+        pytest.param(0, "at least 1 byte", id="zero-target"),
+        pytest.param(True, "must be None, a target size", id="bool"),
+        pytest.param((1, 4), "must be None, a target size", id="a-bare-shape"),
+    ],
+)
+def test_chunks_that_cannot_work_raise_value_error(
+    numeric: tuple[Path, dict[str, Any]], chunks: Any, why: str
+) -> None:
+    path, _ = numeric
+    header = read_header(path)
+    for call in (
+        lambda: to_kerchunk(header, str(path), chunks=chunks),
+        lambda: to_zarr(header, chunks=chunks, zarr_format=2),
+    ):
+        with pytest.raises(ValueError, match=why):
+            call()
+
+
+def test_array_metadata_takes_a_chunk_shape_or_a_target() -> None:
+    info = TensorInfo("t", "F32", (4, 6), 100, 196, 96)
+    assert array_metadata(info, chunks=(1, 3))["chunk_grid"]["configuration"] == {
+        "chunk_shape": [1, 3]
+    }
+    assert array_metadata(info, zarr_format=2, chunks=48)["chunks"] == [2, 6]
+    with pytest.raises(ValueError, match="does not divide"):
+        array_metadata(info, chunks=(1, 4))
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A checkpoint of two shards and an index: shard name -> {tensor name -> array}."""
+    np = pytest.importorskip("numpy")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(3)
+    shards = {
+        "model-00001-of-00002.safetensors": {
+            "embed.weight": rng.standard_normal((8, 4)).astype(np.float32),
+            "layers.0.w": rng.integers(-9, 9, (4, 4), dtype=np.int8),
+        },
+        "model-00002-of-00002.safetensors": {
+            "layers.1.w": rng.integers(-9, 9, (4, 4), dtype=np.int8),
+            "norm": np.array(1.5, dtype=np.float64),
+            "a/b": np.zeros((0, 2), dtype=np.float16),
+        },
+    }
+    folder = tmp_path_factory.mktemp("sharded")
+    for shard, arrays in shards.items():
+        extra = {"shard": shard[6:11]}  # differs per shard: not a group attribute
+        safetensors_numpy.save_file(arrays, str(folder / shard), metadata={"format": "pt", **extra})
+    weight_map = {name: shard for shard, arrays in shards.items() for name in arrays}
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder, shards
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_checkpoint_is_one_store_each_array_in_its_shard(
+    sharded: tuple[Path, dict[str, dict[str, Any]]], zarr_format: int
+) -> None:
+    from safetensors_header import read_checkpoint
+    from safetensors_header.zarr import read_tensors
+
+    folder, shards = sharded
+    checkpoint = read_checkpoint(folder)
+    index_url = (folder / "model.safetensors.index.json").as_uri()
+    for url in (index_url, folder.as_uri() + "/", {s: str(folder / s) for s in shards}):
+        refs = to_kerchunk(checkpoint, url, zarr_format=zarr_format, chunks=16)  # type: ignore[arg-type]
+        group, _ = _open_references(refs, zarr_format)
+        assert dict(group.attrs) == {"format": "pt"}  # what the shards agree on
+        for shard, arrays in shards.items():
+            for name, array in arrays.items():
+                z = group[node_name(name)]
+                assert z.attrs["safetensors_file"] == shard
+                for key in _chunk_keys(refs["refs"], node_name(name)):
+                    assert refs["refs"][key][0].endswith(shard)
+                _assert_same(z[...], array)
+        tensors = read_tensors(group)
+        assert sorted(tensors) == sorted(checkpoint.tensors)
+
+
+def test_a_checkpoint_needs_every_shard_url(sharded: tuple[Path, dict[str, Any]]) -> None:
+    from safetensors_header import read_checkpoint
+
+    folder, shards = sharded
+    checkpoint = read_checkpoint(folder)
+    first = next(iter(shards))
+    with pytest.raises(KeyError, match="model-00002-of-00002"):
+        to_kerchunk(checkpoint, {first: str(folder / first)})
+    with pytest.raises(TypeError, match="url must be a string"):
+        to_kerchunk(read_header(folder / first), {first: "x"})
+    documents = to_zarr(checkpoint)
+    assert documents["norm/zarr.json"]["attributes"]["safetensors_file"] == (
+        "model-00002-of-00002.safetensors"
+    )
