@@ -42,12 +42,14 @@ from ._checkpoint import (
     _check_shard_name,
     _frozen_checkpoint,
     _parse_index,
+    read_checkpoint,
 )
 from ._chunks import chunk_grid
 from ._format import DTYPES, MAX_HEADER_SIZE, bytes_needed
 from ._header import Header, TensorInfo
 from ._parser import parse_header
-from ._sources import FIRST_READ
+from ._sources import FIRST_READ, read_header
+from ._stores import is_pair
 from .zarr import (
     _check_chunks_option,
     _group_attributes,
@@ -163,6 +165,12 @@ def read_checkpoint_from_store(
     ``problems``.
     """
     store, path = registry.resolve(url)
+    if is_pair((store, path)):
+        # One ranged GET per header (the size comes with it); the index bounded, its shards
+        # beside it in the same store: read_checkpoint's own reading and checks.
+        return read_checkpoint(
+            (store, path), max_header_size=max_header_size, max_workers=max_workers
+        )
     size = store.head(path)["size"]
     if size > _MAX_INDEX_SIZE:
         _bad_index(url, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
@@ -203,7 +211,14 @@ class _HeaderStore(Head, GetRange, Protocol):
 
 
 def _read_header(store: _HeaderStore, path: str, max_header_size: int) -> Header:
-    """Read and validate the header from an obspec store: a HEAD, then one or two ranges."""
+    """Read and validate the header from an obspec store.
+
+    With ``get`` (obstore's stores): one ranged GET for a typical header, which brings the
+    size with it (`read_header` of a ``(store, path)`` pair). A store of ``head`` and
+    ``get_range`` only: a HEAD, then one or two ranges.
+    """
+    if is_pair((store, path)):
+        return read_header((store, path), max_header_size=max_header_size)
     size = store.head(path)["size"]
     # A first read large enough for most headers; `bytes_needed` then says what is missing.
     first = min(size, FIRST_READ)

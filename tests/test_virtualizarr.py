@@ -233,6 +233,35 @@ def test_a_short_header_takes_one_read_and_an_empty_file_none(tmp_path: Path) ->
     assert store.ranges == []
 
 
+class _ObstoreLike(_CountingStore):
+    """With obstore's `get` too: a ranged GET that brings the size, so no HEAD is needed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def head(self, path: str) -> Any:
+        self.calls.append("head")
+        return super().head(path)
+
+    def get(self, path: str, *, options: Any = None) -> Any:
+        self.calls.append(f"get {options['range'] if options else None}")
+        return self.store.get(path, options=options)
+
+    def get_ranges(self, path: str, *, starts: Any, ends: Any) -> Any:
+        self.calls.append("get_ranges")
+        return self.store.get_ranges(path, starts=starts, ends=ends)
+
+
+def test_a_header_from_an_obstore_store_is_one_get_and_no_head(tmp_path: Path) -> None:
+    path = tmp_path / "small.safetensors"
+    path.write_bytes(build({"w": tensor("U8", [3], 0, 3)}, b"abc"))
+    store = _ObstoreLike()
+    SafetensorsParser()(path.as_uri(), ObjectStoreRegistry({"file://": store}))
+    assert store.calls == [f"get {(0, 128 * 1024)}"]
+    assert store.ranges == []
+
+
 def test_a_bad_length_prefix_is_judged_on_the_first_read(tmp_path: Path) -> None:
     path = tmp_path / "lfs.safetensors"
     path.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n")
