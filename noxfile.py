@@ -41,6 +41,8 @@ REPORTED = [
     "moto",
     "xarray",
     "numcodecs",
+    "awkward",
+    "awkward_cpp",
     "safetensors",
     "pytest",
     "pytest_cov",

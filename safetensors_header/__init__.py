@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 # The audit, the checkpoint reader, the range reader and the writer load on first use, so
 # that reading one header (and the command line's cold start) pays only for the core. The
-# adapters are submodules, imported by name: safetensors_header.numpy, .zarr, .virtualizarr.
+# adapters are submodules, imported by name: safetensors_header.numpy, .zarr, .virtualizarr,
+# .icechunk and .awkward.
 _LAZY = {
     "FINDING_KINDS": "_audit",
     "Finding": "_audit",

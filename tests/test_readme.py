@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
 # Examples that need what a test machine does not have: the network, a real checkpoint.
 ELSEWHERE = ('"https://', "Llama-3-8B/", '"s3://')  # network, files and buckets not here
-NEEDS = ("zarr", "fsspec", "virtualizarr", "numpy", "icechunk", "dask")
+NEEDS = ("zarr", "fsspec", "virtualizarr", "numpy", "icechunk", "dask", "awkward", "obstore")
 
 
 def test_the_readme_has_examples() -> None:

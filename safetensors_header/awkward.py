@@ -1,0 +1,723 @@
+"""Awkward Array's safetensors files, read from anywhere (lazily) and written without safetensors.
+
+    >>> import awkward as ak
+    >>> from safetensors_header.awkward import from_safetensors, to_safetensors
+    >>> to_safetensors(ak.Array([[1, 2, 3], [], [4]]), "jagged.safetensors")  # doctest: +SKIP
+    >>> from_safetensors("https://host/jagged.safetensors", virtual=True)  # doctest: +SKIP
+    <Array [??, ??, ??] type='3 * var * int64'>
+
+The files are those of ``ak.to_safetensors`` and ``ak.from_safetensors`` (awkward 2.8.10 and
+later): the array is packed (``ak.to_packed``) and cut into buffers (``ak.to_buffers``); each
+buffer is a 1-d tensor named by ``buffer_key`` (by default ``"{form_key}-{attribute}"``:
+``node0-offsets``, ``node1-data``, ...), and ``__metadata__`` holds ``form`` (the form, as
+JSON) and ``length``.
+
+What this module adds to awkward's two functions:
+
+* **Sources.** `from_safetensors` reads whatever `read_header` reads: a path, bytes, a binary
+  file object (a stream too), an ``http(s)://`` URL, an fsspec URL (``s3://``, ``memory://``,
+  ...) or a ``(store, path)`` pair (an obstore store or an fsspec filesystem): the header, then
+  only the buffers the form needs, in as few requests as `read_ranges` needs.
+* **Laziness.** With ``virtual=True`` only the header is read; each buffer is one ranged read,
+  made when awkward first needs it (a field computed with, a slice printed), then kept.
+* **Files that describe themselves.** `to_safetensors` records a ``buffer_key`` other than the
+  default (and ``byteorder=">"``) in ``__metadata__``, so that the file reads back without them
+  being passed again; for files that do not record it, the key is worked out from the form
+  keys and the tensor names.
+* **Every dtype awkward has, but the long doubles.** The ``safetensors`` package (which this
+  module does not need) refuses complex128, datetime64 and timedelta64 buffers. Here a
+  datetime64 or timedelta64 buffer is written as an ``I64`` tensor of the same bytes, and a
+  complex128 one as an ``F64`` tensor of shape ``[n, 2]`` (real and imaginary parts); the form
+  keeps the real dtype, so both this module and ``ak.from_safetensors`` read them back as they
+  were. float128 and complex256, whose layout depends on the platform, are refused.
+* **Errors.** A file that holds no awkward array (no ``form`` or ``length`` in its metadata, a
+  form that does not parse, a buffer the form needs missing, too short for the form, or not a
+  whole number of its values) raises `AwkwardFileError` saying what is wrong; before any
+  buffer is read when the header alone shows it.
+
+Needs awkward (2.8.10 or later) and numpy: ``pip install 'safetensors_header[awkward]'``.
+Importing this module imports both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import string
+import sys
+
+import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
+import numpy as np
+
+from ._errors import HeaderError
+from ._fetch import read_ranges
+from ._format import MAX_HEADER_SIZE
+from ._parser import parse_header
+from ._sources import RETRIES, TIMEOUT, Source, is_url, read_at_most, read_header, url_scheme
+from ._stores import is_pair
+from ._writer import _write_all, encode_header, write_file
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+    from typing import Any, BinaryIO, Final, Literal, TypeAlias
+
+    from _typeshed import StrPath
+    from numpy.typing import NDArray
+
+    from ._header import Header, TensorInfo
+
+    #: A ``buffer_key`` as awkward takes it: a template of ``{form_key}`` and ``{attribute}``,
+    #: or a function of the keywords ``form_key``, ``attribute`` and ``form``.
+    BufferKey: TypeAlias = str | Callable[..., str]
+    #: Where `to_safetensors` writes: a local path, an fsspec URL, a ``(store, path)`` pair or
+    #: a writable binary file object.
+    Destination: TypeAlias = StrPath | tuple[Any, str] | BinaryIO
+    _GetKey: TypeAlias = Callable[[Any, str], str]
+    _Visit: TypeAlias = Callable[[Any, str, "np.dtype[Any]", "int | None"], "NDArray[Any] | None"]
+    _Tensor: TypeAlias = tuple[str, tuple[int, ...], "NDArray[Any]"]
+    _Order: TypeAlias = Literal["<", ">"]
+
+__all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]
+
+#: awkward's default ``buffer_key`` (of ``ak.to_buffers`` and ``ak.to_safetensors``).
+DEFAULT_BUFFER_KEY: Final = "{form_key}-{attribute}"
+# The keys of __metadata__: awkward's two, and the two this module writes when needed.
+_FORM: Final = "form"
+_LENGTH: Final = "length"
+_BUFFER_KEY: Final = "buffer_key"
+_BYTEORDER: Final = "byteorder"
+_NATIVE: Final = "<" if sys.byteorder == "little" else ">"
+_FIELDS: Final = frozenset({"form_key", "attribute"})
+_MAX_LENGTH_DIGITS: Final = 20  # 2^64 has 20 digits; int() of a longer text is only slow
+_SHOWN_NAMES: Final = 6  # tensor names an error message lists
+# The dtypes of awkward's index buffers (offsets, starts, stops, index, tags, masks).
+_INDEX_DTYPES: Final[dict[str, np.dtype[Any]]] = {
+    "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+    "i32": np.dtype(np.int32),
+    "u32": np.dtype(np.uint32),
+    "i64": np.dtype(np.int64),
+}
+# (numpy kind, item size) -> the safetensors dtype of a buffer of that dtype: the names the
+# reference gives, and int64 for datetime64 and timedelta64 ("M", "m"), which it refuses.
+_TENSOR_DTYPES: Final = {
+    ("b", 1): "BOOL",
+    ("i", 1): "I8",
+    ("u", 1): "U8",
+    ("i", 2): "I16",
+    ("u", 2): "U16",
+    ("f", 2): "F16",
+    ("i", 4): "I32",
+    ("u", 4): "U32",
+    ("f", 4): "F32",
+    ("c", 8): "C64",
+    ("i", 8): "I64",
+    ("u", 8): "U64",
+    ("f", 8): "F64",
+    ("M", 8): "I64",
+    ("m", 8): "I64",
+}
+
+
+class AwkwardFileError(ValueError):
+    """A valid safetensors file, but one that holds no awkward array (or not all of one).
+
+    Attributes:
+        buffer: The tensor at fault (missing, too short, ...), where there is one, else
+            ``None``.
+
+    The message says what the form needs and what the file has. A file that is not valid
+    safetensors raises the library's `HeaderError` instead.
+    """
+
+    def __init__(self, message: str, *, buffer: str | None = None) -> None:
+        super().__init__(message)
+        self.buffer = buffer
+
+
+def from_safetensors(
+    source: Source,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    virtual: bool = False,
+    buffer_key: BufferKey | None = None,
+    backend: str = "cpu",
+    byteorder: Literal["<", ">"] | None = None,
+    allow_noncanonical_form: bool = False,
+    highlevel: bool = True,
+    behavior: Mapping[Any, Any] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    header: Header | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    retries: int = RETRIES,
+) -> Any:
+    """Read an awkward array from a safetensors file, as ``ak.from_safetensors`` does.
+
+    The keywords are ``ak.from_safetensors``' with its defaults, but for `buffer_key` and
+    `byteorder`, whose default ``None`` means "the file's own"; the last five are this
+    library's.
+
+    Args:
+        source: What `read_header` reads: a local path, a bytes-like object holding the
+            file, a binary file object (a stream that cannot seek too, but not with
+            `virtual`), an ``http(s)://`` URL, an fsspec URL (``s3://``, ``gs://``, ``hf://``,
+            ``memory://``, ...) or a ``(store, path)`` pair (an obstore store or an fsspec
+            filesystem). The header is read, then only the tensors the form needs.
+        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
+        virtual: Read nothing but the header now: each buffer becomes a virtual buffer of
+            the array, read with one ranged read when awkward first needs it, and kept.
+            Otherwise every buffer is read now, in as few requests as `read_ranges` needs
+            (for a URL, one per 16 MiB part).
+        buffer_key: The tensors' names, as for ``ak.from_buffers``: a template of
+            ``{form_key}`` and ``{attribute}``, or a function of the keywords ``form_key``,
+            ``attribute`` and ``form``. ``None``: the ``buffer_key`` the file records (see
+            `to_safetensors`), else awkward's default ``"{form_key}-{attribute}"`` if it names
+            every buffer, else the one template of ``{form_key}`` and ``{attribute}`` that the
+            tensor names follow.
+        byteorder: How the buffers' numbers are stored: ``"<"`` (little-endian, as safetensors
+            requires) or ``">"``. ``None``: the ``byteorder`` the file records, else ``"<"``.
+        backend, allow_noncanonical_form, highlevel, behavior, attrs: As for
+            ``ak.from_buffers``.
+        header: The file's header, already read (it is not read again); it must be this
+            file's.
+        max_header_size: The largest header length accepted; see `parse_header`.
+        headers, retries: For http(s) URLs, as for `read_header`.
+        timeout: For http(s) URLs: the seconds each read of buffers may take (the header's
+            read has its own, 10 s unless this is given); ``None``: no bound but on each wait.
+
+    Returns:
+        An ``ak.Array``, or with ``highlevel=False`` its layout.
+
+    Raises:
+        AwkwardFileError: The file holds no awkward array (see the module's docstring). With
+            ``virtual=True``, the sizes that depend on other buffers' values (a list's
+            content, on its offsets) are checked by awkward when the buffer is read: a
+            ``TypeError`` "size of array (...) is less than size of form (...)".
+        HeaderError: The file is not valid safetensors (as for `read_header`), or a stream
+            ended before its data did.
+        RemoteError: For URLs and object stores, as for `read_ranges`.
+        ValueError: `byteorder` is not one of the three; ``virtual=True`` with a stream.
+    """
+    if byteorder not in (None, "<", ">"):
+        raise ValueError(f"byteorder must be '<', '>' or None, not {byteorder!r}")
+    if header is None:
+        header = read_header(
+            source,
+            max_header_size=max_header_size,
+            headers=headers,
+            timeout=TIMEOUT if timeout is None else timeout,
+            retries=retries,
+            storage_options=storage_options,
+        )
+    stream = header.file_size is None  # read_header could not seek: a pipe, a socket...
+    if virtual and stream:
+        raise ValueError(
+            "virtual=True reads each buffer at its offset when it is needed, which a stream "
+            "cannot do: read it with virtual=False, or pass a path, a URL or the bytes"
+        )
+    metadata = dict(header.metadata or {})
+    form, length = _form_and_length(metadata)
+    order = _byteorder(metadata) if byteorder is None else byteorder
+    needed: list[tuple[Any, str]] = []
+    _walk(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
+    plan = _Plan(header, *_resolved_key(buffer_key, metadata, needed, header), order)
+    _walk(form, length, plan.check)  # names and sizes the header settles, before any read
+    options: dict[str, Any] = {
+        "headers": headers,
+        "timeout": timeout,
+        "retries": retries,
+        "storage_options": storage_options,
+    }
+    if virtual:
+        container: Mapping[str, Any] = {
+            key: _reader(source, info, dtype, order, options)
+            for key, (info, dtype) in plan.entries.items()
+        }
+    else:
+        infos = [info for info, _ in plan.entries.values()]
+        if stream:
+            pieces = _read_stream(source, header, infos)
+        else:
+            pieces = read_ranges(source, [(info.start, info.nbytes) for info in infos], **options)
+        plan.data = {
+            key: np.frombuffer(piece, dtype=dtype.newbyteorder(order))
+            for (key, (_, dtype)), piece in zip(plan.entries.items(), pieces, strict=True)
+        }
+        _walk(form, length, plan.check)  # every size, now that offsets and indexes are read
+        container = plan.trimmed
+    getkey = plan.getkey
+    return ak.from_buffers(
+        form,
+        length,
+        container,
+        buffer_key=lambda form_key, attribute, form: getkey(form, attribute),
+        backend=backend,
+        # The buffers are in the machine's order already: awkward 2.8 ignores byteorder for
+        # arrays (it swaps only raw bytes).
+        byteorder=_NATIVE,
+        allow_noncanonical_form=allow_noncanonical_form,
+        highlevel=highlevel,
+        behavior=behavior,
+        attrs=attrs,
+    )
+
+
+def to_safetensors(
+    array: Any,
+    destination: Destination,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    container: MutableMapping[str, Any] | None = None,
+    buffer_key: BufferKey = DEFAULT_BUFFER_KEY,
+    form_key: str = "node{id}",
+    id_start: int = 0,
+    backend: str | None = None,
+    byteorder: Literal["<", ">"] = "<",
+) -> Header:
+    """Write an awkward array to a safetensors file, as ``ak.to_safetensors`` does.
+
+    The file is byte for byte ``ak.to_safetensors``' for the same arguments (but for the
+    order of the two metadata keys, which the reference writes in a random order: here
+    ``form`` comes first), written by this library's writer: the ``safetensors`` package is
+    not needed. Besides, it records in ``__metadata__`` what `from_safetensors` needs to read
+    it back by itself: a ``buffer_key`` template other than the default, and
+    ``byteorder=">"``; and it writes the buffers that package refuses: datetime64 and
+    timedelta64 as ``I64`` tensors, complex128 as ``F64`` tensors of shape ``[n, 2]``.
+
+    Args:
+        array: Anything ``ak.to_layout`` takes but a scalar or an ``ak.Record``.
+        destination: A local path (written to a temporary file in the same directory, then
+            renamed over it: see `write_file`), an fsspec URL (``s3://``, ``memory://``,
+            ...), a ``(store, path)`` pair (an obstore store or an fsspec filesystem), or a
+            writable binary file object (written from its current position).
+        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
+        container, buffer_key, form_key, id_start, backend: As for ``ak.to_buffers``;
+            `container` receives the buffers. A `buffer_key` function cannot be recorded:
+            `from_safetensors` then works the key out from the tensor names.
+        byteorder: ``"<"`` (little-endian, as safetensors requires, and the default here
+            on every machine; awkward's is the machine's own), or ``">"`` (what awkward
+            writes, then recorded in the metadata).
+
+    Returns:
+        The file's `Header`, as `read_header` would return it.
+
+    Raises:
+        TypeError: `array` is a scalar or an ``ak.Record`` (as for awkward), or holds
+            float128 or complex256 values, which no safetensors dtype can carry.
+        ValueError: `byteorder` is neither ``"<"`` nor ``">"``; `destination` is an
+            http(s) URL.
+        HeaderError: The header would not be valid (above 100 MB, say); nothing is written.
+        OSError: The file could not be written.
+    """
+    if byteorder not in ("<", ">"):
+        raise ValueError(f"byteorder must be '<' or '>', not {byteorder!r}")
+    layout = ak.to_layout(array, allow_record=True, primitive_policy="error")
+    packed = ak.to_packed(layout, highlevel=False)
+    form, length, buffers = ak.to_buffers(
+        packed,
+        container=container,
+        buffer_key=buffer_key,
+        form_key=form_key,
+        id_start=id_start,
+        backend=backend,
+        byteorder=byteorder,
+    )
+    metadata = {_FORM: form.to_json(), _LENGTH: str(length)}
+    if isinstance(buffer_key, str) and buffer_key != DEFAULT_BUFFER_KEY:
+        metadata[_BUFFER_KEY] = buffer_key
+    if byteorder == ">":
+        metadata[_BYTEORDER] = byteorder
+    tensors = {name: _tensor(name, buffer) for name, buffer in buffers.items()}
+    return _write(destination, tensors, metadata, storage_options)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _form_and_length(metadata: Mapping[str, str]) -> tuple[Any, int]:
+    missing = [key for key in (_FORM, _LENGTH) if key not in metadata]
+    if missing:
+        has = f"its keys are {', '.join(map(repr, metadata))}" if metadata else "it has none"
+        raise AwkwardFileError(
+            f"not a file of an awkward array: its __metadata__ has no "
+            f"{' and no '.join(map(repr, missing))} ({has}); ak.to_safetensors and "
+            "to_safetensors write both"
+        )
+    try:
+        form = ak.forms.from_json(metadata[_FORM])
+    except Exception as error:  # json, KeyError, TypeError, ValueError...: all mean the same
+        raise AwkwardFileError(
+            f"the metadata's form is not an awkward form: {type(error).__name__}: {error}"[:300]
+        ) from None
+    text = metadata[_LENGTH]
+    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_LENGTH_DIGITS):
+        raise AwkwardFileError(
+            f"the metadata's length must be a non-negative integer, not {text[:40]!r}"
+        )
+    return form, int(text)
+
+
+def _byteorder(metadata: Mapping[str, str]) -> Literal["<", ">"]:
+    recorded = metadata.get(_BYTEORDER, "<")
+    if recorded == "<":
+        return "<"
+    if recorded == ">":
+        return ">"
+    raise AwkwardFileError(f"the metadata's byteorder must be '<' or '>', not {recorded[:40]!r}")
+
+
+def _walk(form: Any, length: int | None, visit: _Visit) -> None:
+    """Visit every buffer `form` needs, with its count when known, as ak.from_buffers reads them.
+
+    `visit` gets the form node, the attribute, the dtype and the number of values the node
+    needs (``None`` when it depends on buffers not read), and returns the buffer's values
+    if they are read, so that the counts of the node's contents follow from them. The
+    counts are ak.from_buffers' (``_reconstitute``).
+    """
+    forms = ak.forms
+    if isinstance(form, forms.EmptyForm):
+        if length:
+            raise AwkwardFileError(f"the form is an EmptyArray, but the length is {length}")
+    elif isinstance(form, forms.NumpyForm):
+        dtype = ak.types.numpytype.primitive_to_dtype(form.primitive)
+        count = None if length is None else length * math.prod(form.inner_shape)
+        visit(form, "data", dtype, count)
+    elif isinstance(form, forms.UnmaskedForm):
+        _walk(form.content, length, visit)
+    elif isinstance(form, forms.BitMaskedForm):
+        visit(form, "mask", _INDEX_DTYPES[form.mask], None if length is None else -(-length // 8))
+        _walk(form.content, length, visit)
+    elif isinstance(form, forms.ByteMaskedForm):
+        visit(form, "mask", _INDEX_DTYPES[form.mask], length)
+        _walk(form.content, length, visit)
+    elif isinstance(form, (forms.IndexedOptionForm, forms.IndexedForm)):
+        index = visit(form, "index", _INDEX_DTYPES[form.index], length)
+        _walk(form.content, _past_max(index), visit)
+    elif isinstance(form, forms.ListForm):
+        starts = visit(form, "starts", _INDEX_DTYPES[form.starts], length)
+        stops = visit(form, "stops", _INDEX_DTYPES[form.stops], length)
+        _walk(form.content, _list_end(starts, stops), visit)
+    elif isinstance(form, forms.ListOffsetForm):
+        offsets = visit(form, "offsets", _INDEX_DTYPES[form.offsets], _plus_one(length))
+        end = None if offsets is None else max(0, int(offsets[-1])) if len(offsets) > 1 else 0
+        _walk(form.content, end, visit)
+    elif isinstance(form, forms.RegularForm):
+        _walk(form.content, None if length is None else length * form.size, visit)
+    elif isinstance(form, forms.RecordForm):
+        for content in form.contents:
+            _walk(content, length, visit)
+    elif isinstance(form, forms.UnionForm):
+        tags = visit(form, "tags", _INDEX_DTYPES[form.tags], length)
+        index = visit(form, "index", _INDEX_DTYPES[form.index], length)
+        for tag, content in enumerate(form.contents):
+            selected = None if tags is None or index is None else index[tags == tag]
+            _walk(content, _past_max(selected), visit)
+    else:
+        raise AwkwardFileError(f"the form has a node of an unknown class: {type(form).__name__}")
+
+
+def _past_max(index: NDArray[Any] | None) -> int | None:
+    """One more than the largest index (0 for none): how long the content must be."""
+    if index is None:
+        return None
+    return max(0, int(index.max()) + 1) if len(index) else 0
+
+
+def _list_end(starts: NDArray[Any] | None, stops: NDArray[Any] | None) -> int | None:
+    """The largest stop of a non-empty list (0 for none): how long the content must be."""
+    if starts is None or stops is None:
+        return None
+    stops = stops[starts != stops]
+    return max(0, int(stops.max())) if len(stops) else 0
+
+
+def _plus_one(length: int | None) -> int | None:
+    return None if length is None else length + 1
+
+
+def _resolved_key(
+    requested: BufferKey | None,
+    metadata: Mapping[str, str],
+    needed: list[tuple[Any, str]],
+    header: Header,
+) -> tuple[_GetKey, str]:
+    """The tensor name of each buffer, and what to say when one is missing."""
+    if requested is not None:
+        if callable(requested):
+            return _function_key(requested), "the buffer_key function given"
+        return _template_key(requested, "buffer_key"), f"buffer_key={requested!r}"
+    recorded = metadata.get(_BUFFER_KEY)
+    if recorded is not None:
+        where = "the buffer_key recorded in the metadata"
+        return _template_key(recorded, where, error=AwkwardFileError), f"{where}, {recorded!r}"
+    default = _template_key(DEFAULT_BUFFER_KEY, "buffer_key")
+    names = header.tensors
+    if all(_name(default, node, attribute) in names for node, attribute in needed):
+        return default, "the default buffer_key"
+    found = _inferred(needed, names)
+    if found is None:
+        return default, (
+            "the default buffer_key, and no other template of {form_key} and {attribute} "
+            "names the tensors (pass buffer_key=)"
+        )
+    return _template_key(found, "buffer_key"), f"the buffer_key the tensor names follow, {found!r}"
+
+
+def _template_key(template: object, what: str, *, error: type[Exception] = ValueError) -> _GetKey:
+    if not isinstance(template, str):
+        raise TypeError(f"{what} must be a str or a callable, not {type(template).__name__}")
+    try:
+        fields = {
+            field for _, field, _, _ in string.Formatter().parse(template) if field is not None
+        }
+    except ValueError as problem:
+        raise error(f"{what} {template!r} is not a format string: {problem}") from None
+    if not fields <= _FIELDS:
+        raise error(
+            f"{what} {template!r} may hold only {{form_key}} and {{attribute}}, not "
+            f"{', '.join(sorted(f'{{{field}}}' for field in fields - _FIELDS))}"
+        )
+
+    def getkey(node: Any, attribute: str) -> str:
+        if not isinstance(node.form_key, str):
+            raise AwkwardFileError(
+                f"the form's {type(node).__name__} node has no form_key, so no tensor can "
+                f"be named for its {attribute}"
+            )
+        return template.format(form_key=node.form_key, attribute=attribute)
+
+    return getkey
+
+
+def _function_key(function: Callable[..., str]) -> _GetKey:
+    def getkey(node: Any, attribute: str) -> str:
+        return function(form_key=node.form_key, attribute=attribute, form=node)
+
+    return getkey
+
+
+def _name(getkey: _GetKey, node: Any, attribute: str) -> str | None:
+    """The tensor name of a buffer, or None when the node has no form key to name it by."""
+    try:
+        return getkey(node, attribute)
+    except AwkwardFileError:
+        return None
+
+
+def _inferred(needed: list[tuple[Any, str]], names: Mapping[str, object]) -> str | None:
+    """The one template of {form_key} and {attribute} that names every buffer, if one does.
+
+    The candidates come from the tensors whose names hold the first buffer's form key (and
+    its attribute); one fits when it names every buffer, each a different tensor. Two that
+    fit with different names are an error: which one is meant cannot be told.
+    """
+    pairs = [(node.form_key, attribute) for node, attribute in needed]
+    if not pairs or not all(isinstance(key, str) and key for key, _ in pairs):
+        return None
+    form_key, attribute = pairs[0]
+    fits: dict[tuple[str, ...], str] = {}
+    for name in names:
+        for template in _templates(name, form_key, attribute):
+            keys = tuple(template.format(form_key=key, attribute=attr) for key, attr in pairs)
+            if len(set(keys)) == len(keys) and all(key in names for key in keys):
+                fits.setdefault(keys, template)
+    if len(fits) > 1:
+        raise AwkwardFileError(
+            f"the tensor names fit {len(fits)} buffer_key templates "
+            f"({', '.join(map(repr, sorted(fits.values())))}) that name different tensors: "
+            "pass the right one as buffer_key="
+        )
+    return next(iter(fits.values()), None)
+
+
+def _templates(name: str, form_key: str, attribute: str) -> Iterator[str]:
+    """The templates that give `name` for this form key and attribute."""
+    for at in _occurrences(name, form_key):
+        key_span = (at, at + len(form_key), "{form_key}")
+        yield _template(name, [key_span])  # one buffer a node: no {attribute} needed
+        for other in _occurrences(name, attribute):
+            if other + len(attribute) <= at or at + len(form_key) <= other:
+                yield _template(
+                    name, sorted([key_span, (other, other + len(attribute), "{attribute}")])
+                )
+
+
+def _occurrences(text: str, part: str) -> Iterator[int]:
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
+
+
+def _template(name: str, spans: Iterable[tuple[int, int, str]]) -> str:
+    pieces = []
+    done = 0
+    for begin, end, field in spans:
+        pieces += [_escaped(name[done:begin]), field]
+        done = end
+    return "".join([*pieces, _escaped(name[done:])])
+
+
+def _escaped(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class _Plan:
+    """The tensors of a form's buffers, checked against the header (and their data, once read)."""
+
+    def __init__(self, header: Header, getkey: _GetKey, how: str, order: _Order) -> None:
+        self.header = header
+        self.getkey = getkey
+        self.how = how  # how the names were found, for the messages
+        self.order = order
+        self.entries: dict[str, tuple[TensorInfo, np.dtype[Any]]] = {}
+        self.data: dict[str, NDArray[Any]] | None = None
+        self.trimmed: dict[str, NDArray[Any]] = {}
+
+    def check(
+        self, node: Any, attribute: str, dtype: np.dtype[Any], count: int | None
+    ) -> NDArray[Any] | None:
+        """Check one buffer; its values (as many as the form needs) once they are read."""
+        key = self.getkey(node, attribute)
+        where = f"the {attribute} of the form's node {node.form_key!r} ({type(node).__name__})"
+        info = self.header.tensors.get(key)
+        if info is None:
+            names = list(self.header.tensors)
+            shown = ", ".join(map(repr, names[:_SHOWN_NAMES])) + (
+                ", ..." if len(names) > _SHOWN_NAMES else ""
+            )
+            raise AwkwardFileError(
+                f"no tensor {key!r}, {where}, named by {self.how}; the file's tensors are "
+                f"{shown or 'none'}",
+                buffer=key,
+            )
+        if info.nbytes % dtype.itemsize:
+            raise AwkwardFileError(
+                f"tensor {key!r} ({where}) has {info.nbytes:,} bytes, not a whole number of "
+                f"{dtype} values ({dtype.itemsize} bytes each)",
+                buffer=key,
+            )
+        held = info.nbytes // dtype.itemsize
+        if count is not None and held < count:
+            raise AwkwardFileError(
+                f"tensor {key!r} ({where}) holds {held:,} {dtype} values, but the form needs "
+                f"{count:,}",
+                buffer=key,
+            )
+        self.entries.setdefault(key, (info, dtype))
+        if self.data is None:
+            return None
+        values = self.data[key] if count is None else self.data[key][:count]
+        self.trimmed[key] = values.astype(dtype, copy=False)  # in the machine's order
+        return values
+
+
+def _reader(
+    source: Source, info: TensorInfo, dtype: np.dtype[Any], order: _Order, options: dict[str, Any]
+) -> Callable[[], NDArray[Any]]:
+    """A virtual buffer's generator: one ranged read of its tensor."""
+
+    def read() -> NDArray[Any]:
+        [piece] = read_ranges(source, [(info.start, info.nbytes)], **options)
+        return np.frombuffer(piece, dtype=dtype.newbyteorder(order)).astype(dtype, copy=False)
+
+    return read
+
+
+def _read_stream(file: Any, header: Header, infos: list[TensorInfo]) -> list[bytes]:
+    """The tensors of a stream that read_header has read up to its data buffer."""
+    data = read_at_most(file.read, header.data_size)
+    if len(data) < header.data_size:
+        raise HeaderError(
+            "MetadataIncompleteBuffer",
+            f"the stream ended {header.data_size - len(data):,} bytes before the end of its "
+            "data buffer",
+        )
+    base = header.data_start
+    return [data[info.start - base : info.end - base] for info in infos]
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _tensor(name: str, buffer: Any) -> _Tensor:
+    """The safetensors dtype, shape and C-contiguous data of one of awkward's buffers."""
+    data = np.ascontiguousarray(buffer)
+    kind, size = data.dtype.kind, data.dtype.itemsize
+    if (kind, size) == ("c", 16):  # complex128: no safetensors dtype, so its float64 pairs
+        return "F64", (*data.shape, 2), data.view(np.float64)
+    dtype = _TENSOR_DTYPES.get((kind, size))
+    if dtype is None:
+        raise TypeError(
+            f"buffer {name!r} holds {data.dtype} values, which no safetensors dtype can carry "
+            "(float128 and complex256 have a layout of their platform's)"
+        )
+    if kind in "Mm":  # datetime64, timedelta64: the int64 counts of their unit
+        data = data.view(np.int64)
+    return dtype, data.shape, data
+
+
+def _write(
+    destination: Destination,
+    tensors: Mapping[str, _Tensor],
+    metadata: Mapping[str, str],
+    storage_options: Mapping[str, Any] | None,
+) -> Header:
+    if isinstance(destination, (str, os.PathLike)):
+        text = os.fspath(destination)
+        if is_url(text):
+            raise ValueError(
+                f"cannot write to {text[:80]!r}: HTTP has no standard way to write a file; "
+                "write to a path, an fsspec URL or an object store"
+            )
+        if url_scheme(text) is None:
+            views = {
+                name: (dtype, shape, data.data) for name, (dtype, shape, data) in tensors.items()
+            }
+            return write_file(destination, views, metadata=metadata)
+        import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
+
+        filesystem, path = fsspec.core.url_to_fs(text, **(storage_options or {}))
+        destination = (filesystem, path)
+    header, pieces = _pieces(tensors, metadata)
+    if isinstance(destination, tuple):
+        if not is_pair(destination):
+            raise TypeError(
+                "a (store, path) destination needs an obstore store or an fsspec filesystem, "
+                f"not {type(destination[0]).__name__}"
+            )
+        store, path = destination
+        if not hasattr(store, "cat_file"):  # an obstore store: it takes the pieces as they are
+            store.put(path, pieces)
+            return header
+        with store.open(path, "wb") as file:  # an fsspec filesystem
+            for piece in pieces:
+                _write_all(file, piece)
+        return header
+    if not hasattr(destination, "write"):
+        raise TypeError(
+            "destination must be a path, an fsspec URL, a (store, path) pair or a binary file "
+            f"object, not {type(destination).__name__}"
+        )
+    for piece in pieces:
+        _write_all(destination, piece)
+    return header
+
+
+def _pieces(
+    tensors: Mapping[str, _Tensor], metadata: Mapping[str, str]
+) -> tuple[Header, list[bytes | memoryview]]:
+    """The file's header, and its bytes in order: the header's, then each tensor's."""
+    encoded = encode_header(
+        {name: (dtype, shape) for name, (dtype, shape, _) in tensors.items()},
+        metadata=metadata,
+    )
+    size = len(encoded) + sum(data.nbytes for _, _, data in tensors.values())
+    header = parse_header(encoded, file_size=size)
+    pieces: list[bytes | memoryview] = [encoded]
+    # Flat byte views, as a file's write() takes them (memoryview.cast cannot flatten complex).
+    pieces += [tensors[name][2].view(np.uint8).reshape(-1).data for name in header.tensors]
+    return header, pieces
