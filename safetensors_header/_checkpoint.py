@@ -183,7 +183,7 @@ def read_checkpoint(
     follow_links: bool = False,
     max_workers: int = 8,
     headers: Mapping[str, str] | None = None,
-    timeout: float = TIMEOUT,
+    timeout: float | None = TIMEOUT,
     first_read: int = FIRST_READ,
     retries: int = RETRIES,
     storage_options: Mapping[str, Any] | None = None,
