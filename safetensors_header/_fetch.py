@@ -250,7 +250,8 @@ def _pread(
         if pread is None:  # Windows: one file object of our own, so no position is shared
             return _seek_and_read(file, spans)[0], size
         pieces = []
-        for start, stop in spans:
+        for start, end in spans:
+            stop = min(end, size)  # nothing past the end is asked for (nor 2**63 offsets)
             chunks, at = [], start
             while at < stop:
                 chunk = pread(file.fileno(), min(stop - at, _CHUNK), at)
@@ -265,18 +266,23 @@ def _pread(
 def _seek_and_read(file: Any, spans: list[tuple[int, int]]) -> tuple[list[bytes], int | None]:
     """Each span of a binary file object, its position put back afterwards."""
     seekable = getattr(file, "seekable", None)
-    if seekable is not None and not seekable():
+    if (seekable is not None and not seekable()) or not (
+        hasattr(file, "seek") and hasattr(file, "tell")
+    ):
         raise ValueError(
             "read_ranges() needs a file object it can seek in (this one cannot: a pipe or a "
             "stream); read the stream in order, or copy it to a file first"
         )
     position = file.tell()
     try:
+        size = file.seek(0, os.SEEK_END)
         pieces = []
         for start, stop in spans:
+            if size is not None and start >= size:
+                pieces.append(b"")  # past the end (and offsets past 2**63 cannot seek)
+                continue
             file.seek(start)
             pieces.append(read_at_most(file.read, stop - start))
-        size = file.seek(0, os.SEEK_END)
     finally:
         file.seek(position)
     return pieces, size

@@ -163,6 +163,14 @@ def read_url_ranges(
     ready = threading.Event()
 
     def seen(size: int | None, etag: str | None) -> None:
+        # A retry of the first request (after its body broke) may find another file: the
+        # others may already have been answered from the one it saw the first time.
+        if learned and learned[0] != (size, etag):
+            raise RemoteError(
+                f"the file at {client.shown} changed between two requests: size and ETag "
+                f"were {learned[0]} and are now {(size, etag)}",
+                url=client.shown,
+            )
         learned.append((size, etag))
         ready.set()
 
@@ -182,11 +190,18 @@ def read_url_ranges(
         size, etag = learned[0]
         reply = client.get(*span, if_range=etag, whole=refuse)
         client.same_size(size, reply.size)
+        if etag is not None and reply.etag is not None and reply.etag != etag:
+            # A server that ignores If-Range answers 206 from the new file.
+            raise RemoteError(
+                f"the file at {client.shown} changed between two requests: its ETag was "
+                f"{etag} and is now {reply.etag}",
+                url=client.shown,
+            )
         return reply.data
 
     if len(spans) == 1 or max_workers <= 1:
         reply = first()
-        if reply.whole:
+        if reply.whole or not learned:  # a 200; or a 416: every span starts past the end
             return [reply.data[start:stop] for start, stop in spans], reply.size
         return [reply.data, *map(fetch, spans[1:])], reply.size
     from concurrent.futures import ThreadPoolExecutor
@@ -202,7 +217,14 @@ def read_url_ranges(
             reply = leading.result()
             return [reply.data[start:stop] for start, stop in spans], reply.size
         others = [pool.submit(fetch, span) for span in spans[1:]]
-        pieces = [leading.result().data, *(future.result() for future in others)]
+        lead = leading.result()
+        if lead.whole:  # its retry, sent without If-Range, got a 200: maybe another file
+            raise RemoteError(
+                f"{client.where()} answered the retry of a ranged request with the whole file "
+                "(200), after answering it with 206",
+                url=client.shown,
+            )
+        pieces = [lead.data, *(future.result() for future in others)]
     finally:
         pool.shutdown(cancel_futures=True)  # after a failure, the requests not yet sent
     return pieces, learned[0][0]
@@ -340,10 +362,10 @@ class _Client:
                 url=self.shown,
             )
 
-    def _open(self, headers: dict[str, str]) -> http.client.HTTPResponse:
+    def _open(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
         import urllib.request
 
-        request = urllib.request.Request(self.url, headers=headers)
+        request = urllib.request.Request(url, headers=headers)
         try:
             response: http.client.HTTPResponse = self.opener.open(
                 request, timeout=self.clock.left()
@@ -362,7 +384,8 @@ class _Client:
         import urllib.error
 
         try:
-            response = self._open(self._headers_here())
+            url = self.url  # read once: other threads' redirects rewrite it
+            response = self._open(url, self._headers_here(url))
         except urllib.error.HTTPError as error:
             with error:
                 raise self._status_error(error.code, error.geturl() or self.url) from None
@@ -371,9 +394,9 @@ class _Client:
             # One byte past the limit says the document is larger; the caller says so.
             return _read(response, limit + 1, self._content_length(response))
 
-    def _headers_here(self) -> dict[str, str]:
-        """The caller's headers for a request to `self.url`: all of them only to the origin."""
-        if _origin(self.url) == self.origin:
+    def _headers_here(self, url: str) -> dict[str, str]:
+        """The caller's headers for a request to `url`: all of them only to the origin."""
+        if _origin(url) == self.origin:
             return dict(self.headers)
         return {k: v for k, v in self.headers.items() if k.lower() in SAFE_ACROSS_ORIGINS}
 
@@ -430,16 +453,17 @@ class _Client:
     ) -> _Reply:
         import urllib.error
 
-        headers = self._headers_here()
+        url = self.url  # read once: other threads' redirects rewrite it
+        headers = self._headers_here(url)
         if stop is not None:
             headers["Range"] = f"bytes={start}-{stop - 1}"  # inclusive: stop - start bytes
             if if_range is not None:
                 headers["If-Range"] = if_range
         try:
-            response = self._open(headers)
+            response = self._open(url, headers)
         except urllib.error.HTTPError as error:
             with error:
-                location = error.geturl() or self.url
+                location = error.geturl() or url
                 if error.code == 416 and stop is not None:
                     reply = self._unsatisfiable(start, error.headers.get("Content-Range"), whole)
                     if reply is not None:

@@ -59,7 +59,9 @@ class Target:
             return what()
         except OSError:
             raise  # FileNotFoundError, PermissionError, ...: already what callers expect
-        except Exception as error:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # obstore's panics (pyo3's PanicException) too
             message = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise RemoteError(
                 f"could not read {self.shown}: {type(error).__name__}: {message[:300]!a}",
@@ -139,6 +141,13 @@ def read_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> tuple[list[b
             )
         )
         out = [_bytes(piece) for piece in pieces]
+        for piece, (start, stop) in zip(out, spans, strict=True):
+            if len(piece) > stop - start:  # fsspec's HTTPFileSystem, on a 200 to a Range
+                raise RemoteError(
+                    f"could not read {where.shown}: {len(piece):,} bytes came for the "
+                    f"{stop - start:,} of bytes {start:,}-{stop - 1:,} (the range was ignored)",
+                    url=where.shown,
+                )
         short = any(
             len(piece) < stop - start for piece, (start, stop) in zip(out, spans, strict=True)
         )

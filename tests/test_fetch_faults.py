@@ -1,7 +1,7 @@
 """Findings of the adversarial review of issue 14 (read_ranges, remote, stores), as tests.
 
-Every test here fails today and is marked ``xfail(strict=True)``: it passes (and the marker
-must go) once the finding is fixed. Each builds its own hostile source: a scripted raw-socket
+Each failed before its fix (as a strict xfail, run against the code as reviewed) and is a
+regression test now. Each builds its own hostile source: a scripted raw-socket
 HTTP server on 127.0.0.1, an obstore MemoryStore overwritten between two calls, an fsspec
 filesystem that ignores the range it is asked for, a stream without seek.
 """
@@ -121,11 +121,6 @@ def whole(data: bytes) -> bytes:
 # --- HTTP ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_url_ranges: with max_workers=1 (or parts), a first span past the end gets a "
-    "416, `seen` is never called, and fetch() reads learned[0] of an empty list: IndexError",
-)
 def test_first_span_past_the_end_sequential(serve: Callable[[Handler], RawServer]) -> None:
     unsatisfiable = (
         b"HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n"
@@ -137,11 +132,6 @@ def test_first_span_past_the_end_sequential(serve: Callable[[Handler], RawServer
     assert info.value.kind == "MetadataIncompleteBuffer"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_url_ranges: the first request's 206 lets the others start; its body is cut, "
-    "its retry gets a 200, and the parallel path takes that body (from byte 0) as the span's",
-)
 def test_first_request_retried_into_a_200(serve: Callable[[Handler], RawServer]) -> None:
     def handler(number: int, headers: dict[str, str]) -> bytes:
         span = asked(headers)
@@ -161,11 +151,6 @@ def test_first_request_retried_into_a_200(serve: Callable[[Handler], RawServer])
     assert got == [DATA[offset : offset + length] for offset, length in ranges]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_url_ranges: the retry of the first request sends no If-Range and its ETag is "
-    "not compared: a file replaced meanwhile gives a mix of two files",
-)
 def test_first_request_retried_after_the_file_changed(
     serve: Callable[[Handler], RawServer],
 ) -> None:
@@ -191,11 +176,6 @@ def test_first_request_retried_after_the_file_changed(
         read_ranges(server.url(), [(1000, 4), (3000, 4)], gap=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_url_ranges: a later 206 with another ETag (a server that ignores If-Range) is "
-    "not compared with the first's: a replaced file of the same size gives a mix",
-)
 @pytest.mark.parametrize("workers", [1, 8], ids=["sequential", "parallel"])
 def test_a_later_reply_with_another_etag(
     serve: Callable[[Handler], RawServer], workers: int
@@ -211,11 +191,6 @@ def test_a_later_reply_with_another_etag(
         read_ranges(server.url(), [(1000, 4), (3000, 4)], gap=0, max_workers=workers)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_Client._attempt reads self.url twice (for the headers, then for the Request) while "
-    "other threads' redirects rewrite it: Authorization reaches another origin",
-)
 def test_no_credentials_to_another_origin_under_concurrent_redirects(
     serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,11 +239,6 @@ def test_no_credentials_to_another_origin_under_concurrent_redirects(
 # --- object stores ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_stores.read_ranges: an object overwritten by a shorter one between the first get "
-    "and get_ranges makes obstore panic (pyo3 PanicException, a BaseException) out of it",
-)
 def test_obstore_object_shrinks_between_requests() -> None:
     store_module = pytest.importorskip("obstore.store")
     inner = store_module.MemoryStore()
@@ -306,12 +276,6 @@ def test_obstore_object_shrinks_between_requests() -> None:
         raise AssertionError("the bytes of a file that changed in between were returned")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_stores.read_ranges: fsspec pieces longer than asked (fsspec's HTTPFileSystem "
-    "returns the whole body when a server ignores Range) are cut as if they started at the "
-    "span: wrong bytes, silently",
-)
 def test_fsspec_filesystem_that_ignores_the_range() -> None:
     memory = pytest.importorskip("fsspec.implementations.memory")
 
@@ -340,11 +304,6 @@ def test_fsspec_filesystem_that_ignores_the_range() -> None:
 # --- local sources ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_fetch._seek_and_read calls tell() on a stream with only read() (which read_header "
-    "accepts): AttributeError instead of the documented ValueError",
-)
 def test_a_stream_without_seek() -> None:
     class Stream:
         def __init__(self) -> None:
@@ -357,11 +316,6 @@ def test_a_stream_without_seek() -> None:
         read_ranges(Stream(), [(0, 4)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_fetch._pread / _seek_and_read: an offset of 2**63 or more is an OverflowError "
-    "(bytes sources give HeaderError MetadataIncompleteBuffer for the same range)",
-)
 @pytest.mark.parametrize("kind", ["path", "file-object"])
 def test_an_offset_past_any_file(tmp_path: Any, kind: str) -> None:
     path = tmp_path / "f"
