@@ -188,6 +188,8 @@ def read_url_ranges(
 
     def fetch(span: tuple[int, int]) -> bytes:
         size, etag = learned[0]
+        if size is not None and span[0] >= size:
+            return b""  # past the end the first reply gave: nothing to ask for
         reply = client.get(*span, if_range=etag, whole=refuse)
         client.same_size(size, reply.size)
         if etag is not None and reply.etag is not None and reply.etag != etag:

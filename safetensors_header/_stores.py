@@ -19,6 +19,7 @@ obstore's) are raised as `RemoteError`, with the store's message.
 
 from __future__ import annotations
 
+import errno
 import posixpath
 
 from ._errors import RemoteError
@@ -117,7 +118,7 @@ def read_store_header(where: Target, *, max_header_size: int, first_read: int) -
     if where.fsspec:
         size = _fs_size(where)
         first = min(first_read, size) if size is not None else first_read
-        data = _fs_cat(where, 0, first) if first else b""
+        data = _fs_ranges(where, [(0, first)])[0] if first else b""
     else:
         data, size = _store_first(where, first_read)
     need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
@@ -131,27 +132,17 @@ def read_store_header(where: Target, *, max_header_size: int, first_read: int) -
 def read_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> tuple[list[bytes], int | None]:
     """The bytes of each non-empty ``[start, stop)`` span (short only at the file's end)."""
     if where.fsspec:
-        count = len(spans)
-        pieces = where.call(
-            lambda: where.store.cat_ranges(
-                [where.path] * count,
-                [start for start, _ in spans],
-                [stop for _, stop in spans],
-                on_error="raise",
-            )
-        )
-        out = [_bytes(piece) for piece in pieces]
-        for piece, (start, stop) in zip(out, spans, strict=True):
-            if len(piece) > stop - start:  # fsspec's HTTPFileSystem, on a 200 to a Range
-                raise RemoteError(
-                    f"could not read {where.shown}: {len(piece):,} bytes came for the "
-                    f"{stop - start:,} of bytes {start:,}-{stop - 1:,} (the range was ignored)",
-                    url=where.shown,
-                )
-        short = any(
-            len(piece) < stop - start for piece, (start, stop) in zip(out, spans, strict=True)
-        )
-        return out, _fs_size(where) if short else None
+        try:
+            return _fs_ranges(where, spans), None
+        except _PastTheEnd:
+            # s3fs refuses a range that starts at or past the end (EINVAL) where others
+            # give b"": ask the size, and only for what the file holds.
+            size = _fs_size(where)
+            if size is None:
+                raise
+            inside = [(start, min(stop, size)) for start, stop in spans if start < size]
+            found = iter(_fs_ranges(where, inside) if inside else [])
+            return [next(found) if start < size else b"" for start, _ in spans], size
     # obstore panics (a BaseException) for a range that starts past the end: the first
     # request learns the size, and the other ranges are cut to it before they are asked for.
     first, size = _store_first(where, spans[0][1], start=spans[0][0])
@@ -167,6 +158,37 @@ def read_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> tuple[list[b
     )
     found = iter(pieces)
     return [first] + [_bytes(next(found)) if start < size else b"" for start, _ in spans[1:]], size
+
+
+class _PastTheEnd(Exception):
+    """A filesystem refused a range past the end of the file (s3fs: EINVAL)."""
+
+
+def _fs_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> list[bytes]:
+    """``cat_ranges`` of the spans; pieces longer than asked (a range ignored) refused."""
+    count = len(spans)
+    try:
+        pieces = where.call(
+            lambda: where.store.cat_ranges(
+                [where.path] * count,
+                [start for start, _ in spans],
+                [stop for _, stop in spans],
+                on_error="raise",
+            )
+        )
+    except OSError as error:
+        if error.errno == errno.EINVAL:
+            raise _PastTheEnd from error
+        raise
+    out = [_bytes(piece) for piece in pieces]
+    for piece, (start, stop) in zip(out, spans, strict=True):
+        if len(piece) > stop - start:  # fsspec's HTTPFileSystem, on a 200 to a Range
+            raise RemoteError(
+                f"could not read {where.shown}: {len(piece):,} bytes came for the "
+                f"{stop - start:,} of bytes {start:,}-{stop - 1:,} (the range was ignored)",
+                url=where.shown,
+            )
+    return out
 
 
 def fetch_document(where: Target, limit: int) -> bytes:
@@ -195,17 +217,25 @@ def _store_first(where: Target, stop: int, *, start: int = 0) -> tuple[bytes, in
 
 def _get(where: Target, start: int, stop: int) -> bytes:
     if where.fsspec:
-        return _fs_cat(where, start, stop)
+        return _fs_ranges(where, [(start, stop)])[0] if start else _fs_read(where, stop)
     return _store_first(where, stop, start=start)[0]
+
+
+def _fs_read(where: Target, stop: int) -> bytes:
+    """Bytes ``[0, stop)``, fewer if the file is shorter (an empty file too, which s3fs
+    refuses any range of)."""
+    try:
+        return _fs_ranges(where, [(0, stop)])[0]
+    except _PastTheEnd:
+        size = _fs_size(where)
+        if size is None or size > 0:
+            raise
+        return b""
 
 
 def _fs_size(where: Target) -> int | None:
     size = where.call(lambda: where.store.size(where.path))
     return None if size is None else int(size)
-
-
-def _fs_cat(where: Target, start: int, stop: int) -> bytes:
-    return _bytes(where.call(lambda: where.store.cat_file(where.path, start=start, end=stop)))
 
 
 def _bytes(piece: object) -> bytes:

@@ -588,3 +588,11 @@ def test_local_reads_import_no_store_or_http_module(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_ranges_past_a_known_end_are_not_asked_for(site: Site) -> None:
+    site.files["m"] = FILE
+    ranges = [(0, 8), (len(FILE) + 10, 8), (len(FILE) + 100, 8), (len(FILE) + 1000, 8)]
+    with pytest.raises(HeaderError, match=f"the file is {len(FILE):,} bytes"):
+        read_ranges(site.url("m"), ranges, gap=0)
+    assert len(site.done(1)) == 1  # the first reply said the size: the rest start past it

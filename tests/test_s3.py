@@ -20,7 +20,7 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 moto_server = pytest.importorskip("moto.server")
 werkzeug_serving = pytest.importorskip("werkzeug.serving")
 
-from safetensors_header import read_checkpoint, read_header, read_ranges  # noqa: E402
+from safetensors_header import HeaderError, read_checkpoint, read_header, read_ranges  # noqa: E402
 from safetensors_header.numpy import load, open_tensors  # noqa: E402
 
 BUCKET = "models"
@@ -231,3 +231,31 @@ def test_missing_object_is_file_not_found(store: Any, options: dict[str, Any]) -
         read_header((store, "nope.safetensors"))
     with pytest.raises(FileNotFoundError):
         read_header(f"s3://{BUCKET}/nope.safetensors", storage_options=options)
+
+
+def test_s3fs_empty_objects_and_ranges_past_the_end(s3: S3, options: dict[str, Any]) -> None:
+    # s3fs refuses a range that starts at the end (EINVAL) where other filesystems give b"":
+    # the verdicts are the same as from every other source.
+    boto3 = pytest.importorskip("boto3")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.put_object(Bucket=BUCKET, Key="empty.safetensors", Body=b"")
+    client.put_object(Bucket=BUCKET, Key="empty/model.safetensors.index.json", Body=b"")
+    with pytest.raises(HeaderError) as info:
+        read_header(f"s3://{BUCKET}/empty.safetensors", storage_options=options)
+    assert info.value.kind == "HeaderTooSmall"
+    with pytest.raises(HeaderError) as info:
+        read_checkpoint(
+            f"s3://{BUCKET}/empty/model.safetensors.index.json", storage_options=options
+        )
+    assert info.value.kind == "InvalidIndex"
+    url = f"s3://{BUCKET}/one.safetensors"
+    with pytest.raises(HeaderError, match=f"the file is {len(ONE_FILE):,} bytes") as info:
+        read_ranges(url, [(0, 8), (len(ONE_FILE) + 10, 8)], gap=0, storage_options=options)
+    assert info.value.kind == "MetadataIncompleteBuffer"
+    assert read_ranges(url, [(len(ONE_FILE) - 4, 4)], storage_options=options) == [ONE_FILE[-4:]]
