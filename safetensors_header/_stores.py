@@ -176,6 +176,10 @@ def _fs_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> list[bytes]:
                 on_error="raise",
             )
         )
+        # Older fsspec (2024.12) returns a range's error in the list even with "raise".
+        failed = next((piece for piece in pieces if isinstance(piece, BaseException)), None)
+        if failed is not None:
+            where.call(lambda: _raise(failed))
     except OSError as error:
         if error.errno == errno.EINVAL:
             raise _PastTheEnd from error
@@ -189,6 +193,10 @@ def _fs_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> list[bytes]:
                 url=where.shown,
             )
     return out
+
+
+def _raise(error: BaseException) -> None:
+    raise error
 
 
 def fetch_document(where: Target, limit: int) -> bytes:
