@@ -13,7 +13,7 @@ import operator
 import os
 
 from ._errors import HeaderError
-from ._sources import RETRIES, Source, is_url, path_kind, read_at_most, url_scheme
+from ._sources import RETRIES, Source, in_store, is_url, path_kind, read_at_most
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def read_ranges(
             max_workers=max_workers,
         )
         pieces = _rejoined(fetched, counts)
-    elif (isinstance(source, str) and url_scheme(source)) or _is_pair(source):
+    elif in_store(source):
         from . import _stores  # fsspec and obstore: only for such sources
 
         spans = _joined(reads, REMOTE_GAP if gap is None else gap)
@@ -143,14 +143,6 @@ def read_ranges(
                     for offset, length in wanted
                 ]
     return _cut_out(wanted, spans, pieces, size)
-
-
-def _is_pair(source: object) -> bool:
-    if not isinstance(source, tuple):
-        return False
-    from ._stores import is_pair
-
-    return is_pair(source)
 
 
 def _checked(item: tuple[int, int]) -> tuple[int, int]:

@@ -44,7 +44,7 @@ else:
     Source = str | os.PathLike | bytes | bytearray | memoryview | io.IOBase | tuple
 
 __all__ = ["FIRST_READ", "RETRIES", "TIMEOUT", "Source", "is_url", "read_at_most", "read_header"]
-__all__ += ["path_kind", "url_scheme"]
+__all__ += ["in_store", "path_kind", "url_scheme"]
 
 # A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
 # allocate n bytes before it finds that out: read at most this much at a time.
@@ -175,7 +175,7 @@ def read_header(
             first_read=first_read,
             retries=retries,
         )
-    if (isinstance(source, str) and url_scheme(source)) or _is_pair(source):
+    if in_store(source):
         from . import _stores  # fsspec and obstore: only for such sources
 
         if first_read < 8:
@@ -216,8 +216,11 @@ def read_header(
         return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
 
 
-def _is_pair(source: object) -> bool:
-    """A ``(store or filesystem, path)`` pair (checked without importing `_stores`)."""
+def in_store(source: object) -> bool:
+    """Whether `source` is read through `_stores`: an fsspec URL, or a ``(store or
+    filesystem, path)`` pair (`_stores` is imported only for a 2-tuple)."""
+    if isinstance(source, str):
+        return url_scheme(source) is not None
     if not (isinstance(source, tuple) and len(source) == 2):
         return False
     from ._stores import is_pair

@@ -22,8 +22,7 @@ from ._errors import HeaderError
 from ._fetch import read_ranges
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._sources import RETRIES, TIMEOUT, Source, is_url, read_at_most, read_header, url_scheme
-from ._stores import is_pair
+from ._sources import RETRIES, TIMEOUT, Source, in_store, is_url, read_at_most, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -282,9 +281,7 @@ class LazyTensor:
 
 def _remote(source: object) -> bool:
     """Read through read_ranges: an http(s) or fsspec URL, or a (store, path) pair."""
-    if isinstance(source, str):
-        return is_url(source) or url_scheme(source) is not None
-    return is_pair(source)
+    return (isinstance(source, str) and is_url(source)) or in_store(source)
 
 
 def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
