@@ -13,14 +13,25 @@ import operator
 import os
 
 from ._errors import HeaderError
-from ._sources import RETRIES, Source, in_store, is_url, path_kind, read_at_most
+from ._sources import (
+    RETRIES,
+    TIMEOUT,
+    Source,
+    in_store,
+    is_url,
+    path_kind,
+    read_at_most,
+    read_header,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any, Final
 
-__all__ = ["LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "WORKERS", "read_ranges"]
+    from ._header import Header
+
+__all__ = ["LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "WORKERS", "header_for_data", "read_ranges"]
 
 #: The default gap for URLs and object stores: ranges closer than this are one request. A
 #: round trip (20-200 ms to a CDN or a bucket) costs more than a mebibyte on most links.
@@ -143,6 +154,31 @@ def read_ranges(
                     for offset, length in wanted
                 ]
     return _cut_out(wanted, spans, pieces, size)
+
+
+def header_for_data(
+    source: Source,
+    /,
+    *,
+    max_header_size: int,
+    headers: Mapping[str, str] | None,
+    timeout: float | None,
+    retries: int,
+    storage_options: Mapping[str, Any] | None,
+) -> Header:
+    """The header a read of the tensors starts from: `read_header` with the read's options.
+
+    A data read's `timeout` defaults to ``None`` (no bound on a large download); its header
+    read keeps `read_header`'s own bound then, ``TIMEOUT``.
+    """
+    return read_header(
+        source,
+        max_header_size=max_header_size,
+        headers=headers,
+        timeout=TIMEOUT if timeout is None else timeout,
+        retries=retries,
+        storage_options=storage_options,
+    )
 
 
 def _checked(item: tuple[int, int]) -> tuple[int, int]:

@@ -50,10 +50,10 @@ import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type in
 import numpy as np
 
 from ._errors import HeaderError
-from ._fetch import read_ranges
+from ._fetch import header_for_data, read_ranges
 from ._format import MAX_HEADER_SIZE
 from ._parser import parse_header
-from ._sources import RETRIES, TIMEOUT, Source, is_url, read_at_most, read_header, url_scheme
+from ._sources import RETRIES, Source, is_url, read_at_most, url_scheme
 from ._stores import is_pair
 from ._writer import _write_all, encode_header, write_file
 
@@ -204,11 +204,11 @@ def from_safetensors(
     if byteorder not in (None, "<", ">"):
         raise ValueError(f"byteorder must be '<', '>' or None, not {byteorder!r}")
     if header is None:
-        header = read_header(
+        header = header_for_data(
             source,
             max_header_size=max_header_size,
             headers=headers,
-            timeout=TIMEOUT if timeout is None else timeout,
+            timeout=timeout,
             retries=retries,
             storage_options=storage_options,
         )

@@ -19,10 +19,10 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from ._errors import HeaderError
-from ._fetch import read_ranges
+from ._fetch import header_for_data, read_ranges
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._sources import RETRIES, TIMEOUT, Source, in_store, is_url, read_at_most, read_header
+from ._sources import RETRIES, Source, in_store, is_url, read_at_most
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -117,11 +117,11 @@ def load(
     """
     remote = _remote(source)
     if header is None or not remote:
-        header = read_header(
+        header = header_for_data(
             source,
             max_header_size=max_header_size,
             headers=headers,
-            timeout=TIMEOUT if timeout is None else timeout,
+            timeout=timeout,
             retries=retries,
             storage_options=storage_options,
         )
@@ -190,11 +190,11 @@ def open_tensors(
     selection less than `gap` bytes apart are one request).
     """
     if header is None:
-        header = read_header(
+        header = header_for_data(
             source,
             max_header_size=max_header_size,
             headers=headers,
-            timeout=TIMEOUT if timeout is None else timeout,
+            timeout=timeout,
             retries=retries,
             storage_options=storage_options,
         )

@@ -16,6 +16,7 @@ np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 from safetensors_header import DTYPES, HeaderError, read_header  # noqa: E402
+from safetensors_header._fetch import header_for_data  # noqa: E402
 from safetensors_header.numpy import LazyTensor, load, numpy_dtype, open_tensors  # noqa: E402
 
 EXOTIC = build(
@@ -219,7 +220,7 @@ def test_a_file_that_changes_after_its_header_is_read(
 ) -> None:
     path = tmp_path / "changing.safetensors"
     path.write_bytes(numeric.read_bytes())
-    real = read_header
+    real = header_for_data
 
     def read_then_truncate(source: Any, **options: Any) -> Any:
         header = real(source, **options)
@@ -227,7 +228,7 @@ def test_a_file_that_changes_after_its_header_is_read(
             file.truncate(header.file_size - 1)  # type: ignore[operator]
         return header
 
-    monkeypatch.setattr("safetensors_header.numpy.read_header", read_then_truncate)
+    monkeypatch.setattr("safetensors_header.numpy.header_for_data", read_then_truncate)
     with pytest.raises(HeaderError, match="it changed in between"):
         load(path)
 
