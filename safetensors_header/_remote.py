@@ -265,7 +265,6 @@ class _Clock:
     __slots__ = ("deadline", "timeout")
 
     def __init__(self, timeout: float | None) -> None:
-        check_options(timeout=timeout, retries=0)
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
 
