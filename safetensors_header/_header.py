@@ -21,6 +21,9 @@ __all__ = ["Header", "TensorInfo", "TensorTable", "make_header", "shown_shape"]
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
 _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
+#: Lookups by name that scan the names before a table builds its index (each scan costs
+#: about a twentieth of building it, for names of a few dozen characters).
+_SCANS: Final = 8
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -174,6 +177,10 @@ class TensorTable(Mapping[str, TensorInfo]):
     large header costs no more than that entry; and a loop over the entries that keeps none
     of them leaves nothing for the garbage collector. Entries are equal from one access to
     the next, not necessarily the same object.
+
+    The index from names to rows is built on the ``_SCANS + 1``-th lookup by name: until
+    then a lookup scans the names, which costs a small fraction of building the index, so
+    that reading one tensor's entry of a large header pays for neither.
     """
 
     __slots__ = ("_begins", "_data_start", "_dtypes", "_ends", "_names", "_rows", "_shapes")
@@ -186,13 +193,13 @@ class TensorTable(Mapping[str, TensorInfo]):
         begins: list[int],
         ends: list[int],
         data_start: int,
-        rows: dict[str, int] | None = None,
     ) -> None:
         # Columns in offset order, begins and ends relative to the data buffer, names
-        # distinct; `rows` (name -> row), when the caller has it already.
+        # distinct.
         self._names, self._dtypes, self._shapes = names, dtypes, shapes
         self._begins, self._ends, self._data_start = begins, ends, data_start
-        self._rows = rows
+        # The index, or how many lookups may still scan the names before it is built.
+        self._rows: dict[str, int] | int = _SCANS
 
     @classmethod
     def of(cls, infos: Iterable[TensorInfo], data_start: int) -> TensorTable:
@@ -209,12 +216,26 @@ class TensorTable(Mapping[str, TensorInfo]):
 
     def _row_of(self) -> dict[str, int]:
         rows = self._rows
-        if rows is None:
+        if type(rows) is int:
             rows = self._rows = dict(zip(self._names, range(len(self._names)), strict=True))
-        return rows
+        return rows  # type: ignore[return-value]
+
+    def _row(self, name: object) -> int:
+        """The row of `name`; KeyError if there is none."""
+        rows = self._rows
+        if type(rows) is not int:
+            return rows[name]  # type: ignore[index]
+        if rows:
+            hash(name)  # an unhashable name raises TypeError, as a dict's lookup does
+            self._rows = rows - 1  # (threads that race here only scan once more)
+            try:
+                return self._names.index(name)  # type: ignore[arg-type]
+            except ValueError:
+                raise KeyError(name) from None
+        return self._row_of()[name]  # type: ignore[index]
 
     def __getitem__(self, name: str) -> TensorInfo:
-        row = self._row_of()[name]  # KeyError, as a dict
+        row = self._row(name)
         base = self._data_start
         return _make_info(
             self._names[row],
@@ -232,7 +253,11 @@ class TensorTable(Mapping[str, TensorInfo]):
         return len(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._row_of()
+        try:
+            self._row(name)
+        except KeyError:
+            return False
+        return True
 
     def keys(self) -> KeysView[str]:
         """The names, in offset order (makes no `TensorInfo`)."""

@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from itertools import accumulate, chain, repeat
 from json.scanner import make_scanner
-from operator import index, itemgetter, le, mul, sub
+from operator import index, itemgetter, le, mul
 from types import MappingProxyType
 
 from ._errors import HeaderError
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JsonObject", "decode_pairs", "parse_header"]
 
+_SMALL_TEXT: Final = 2048  # characters: below, the json reader is faster than the canonical one
 _I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.7)
 _MAX_DEPTH: Final = 127  # serde_json's recursion limit of 128 leaves 127 nested containers
 
@@ -116,30 +118,34 @@ def parse_header(
             raise TypeError("parse_header() needs a C-contiguous bytes-like object") from None
         with view:
             header_size, text = _split(view, file_size, max_header_size)
-    found = _canonical_columns(text)
-    if found is None:
-        return _build(_json_or_exact_columns(text), None, header_size, file_size)
-    return _build(*found, header_size, file_size)
+    # A small header goes straight to json's decoder: it is faster there (measured), and makes
+    # too few objects to matter to the collector.
+    columns = None if len(text) < _SMALL_TEXT else _canonical_columns(text)
+    if columns is None:
+        columns = _json_or_exact_columns(text)
+    return _build(columns, header_size, file_size)
 
 
 def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
     """The reference's checks 1-4 (§1.2): the length prefix, its limit, the file size, UTF-8."""
     have = len(view)
-    if have < HEADER_LENGTH_SIZE and (file_size is not None and file_size >= HEADER_LENGTH_SIZE):
+    if have >= HEADER_LENGTH_SIZE:  # the usual case first, without `length_fault`'s calls
+        header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
+        stop = HEADER_LENGTH_SIZE + header_size
+        if header_size <= limit and stop <= (have if file_size is None else file_size):
+            if stop > have:
+                _prefix_too_short(have, stop)
+            return header_size, _decode_utf8(view, stop)
+    elif file_size is not None and file_size >= HEADER_LENGTH_SIZE:
         _prefix_too_short(have, HEADER_LENGTH_SIZE)
     fault = length_fault(view, file_size, limit)
-    if fault is not None:
-        # Judged as a whole file: say how many bytes would have done (a partial download).
-        if file_size is None and fault.kind == "HeaderTooSmall":
-            fault.needed = HEADER_LENGTH_SIZE
-        elif file_size is None and fault.kind == "InvalidHeaderLength":
-            fault.needed = HEADER_LENGTH_SIZE + int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
-        raise fault
-    header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
-    stop = HEADER_LENGTH_SIZE + header_size
-    if stop > have:
-        _prefix_too_short(have, stop)
-    return header_size, _decode_utf8(view, stop)
+    assert fault is not None  # a sound length prefix returned above
+    # Judged as a whole file: say how many bytes would have done (a partial download).
+    if file_size is None and fault.kind == "HeaderTooSmall":
+        fault.needed = HEADER_LENGTH_SIZE
+    elif file_size is None and fault.kind == "InvalidHeaderLength":
+        fault.needed = HEADER_LENGTH_SIZE + int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
+    raise fault
 
 
 def _prefix_too_short(have: int, needed: int) -> NoReturn:
@@ -176,6 +182,10 @@ _WORD_GAP: Final = re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
 _CONTROL_BYTES: Final = bytes(range(0x20))  # raw U+0000-U+001F are never allowed in a string
 _UINT: Final = "(?:0|[1-9][0-9]{0,19})"  # a JSON integer of at most 20 digits, no sign
 _UINT_LIST: Final = f"(?:{_UINT}(?:,{_UINT})*)?"
+# Numbers of 1 to 20 digits; the scan that reads them rejects a leading zero. Possessive
+# repeats (Python 3.11+) never backtrack: faster.
+_POSSESSIVE: Final = "+" if sys.version_info >= (3, 11) else ""
+_DIGITS: Final = "[0-9]{1,20}" + _POSSESSIVE
 # The insides of the distinct shapes, joined by "],[".
 _SHAPE_LISTS: Final = re.compile(rf"{_UINT_LIST}(?:\],\[{_UINT_LIST})*")
 
@@ -221,7 +231,7 @@ _ENTRY_PARTS: Final = 10
 _scan: Final = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: a class
 
 
-def _canonical_columns(text: str) -> tuple[_Columns, dict[str, int] | None] | None:
+def _canonical_columns(text: str) -> _Columns | None:
     """Read the form writers produce, at C speed and with no object per tensor; else None.
 
     The form: no backslash anywhere; an object of an optional ``__metadata__`` first (an
@@ -254,6 +264,10 @@ def _canonical_columns(text: str) -> tuple[_Columns, dict[str, int] | None] | No
     """
     if "\\" in text:
         return None
+    if len(text) >= _COMPACT_MIN and _MARKS[0][0] in text:
+        columns = _compact_columns(text.rstrip(_JSON_WHITESPACE))
+        if columns is not None:
+            return columns
     parts = text.split('"')
     if len(parts) < 3:
         return None
@@ -266,6 +280,104 @@ def _canonical_columns(text: str) -> tuple[_Columns, dict[str, int] | None] | No
         if _without_whitespace(parts):
             columns = _template_columns(parts)
     return columns
+
+
+# The compact form's entry, cut at its constant tokens (the reference's field order).
+_MARKS: Final = (
+    ('":{"dtype":"', "\x01"),
+    ('","shape":[', "\x02"),
+    ('],"data_offsets":[', "\x03"),
+    (']},"', "\x04"),
+)
+_ENTRY_MARKS: Final = b"\x01\x02\x03\x04"
+_ONE_MARK: Final = str.maketrans("\x02\x03\x04", "\x01\x01\x01")
+_NOT_CONTROL: Final = bytes(range(0x20, 0x100))  # UTF-8 puts no byte below 0x80 in a letter
+# Below this many characters, `_template_columns` reads the compact form faster (measured: it
+# makes 10 strings per tensor to `_compact_columns`' 4, but four replaces cost ~1 ns a byte).
+_COMPACT_MIN: Final = 2 * 2**20
+_OFFSET_PAIRS: Final = re.compile(rf'(?:{_DIGITS},{_DIGITS}")*{_POSSESSIVE}')
+
+
+def _compact_columns(text: str) -> _Columns | None:
+    """The compact form the reference and most writers produce, read with C-level passes over
+    the text and 4 strings per tensor; else None (`_canonical_columns` tries other forms).
+
+    The form: ``{`` then an optional ``"__metadata__":...,`` member, then entries
+    ``"NAME":{"dtype":"DT","shape":[S],"data_offsets":[B,E]}`` joined by ``,``, then ``}``;
+    no whitespace, no backslash (the caller has checked), trailing whitespace stripped.
+
+    Why what it accepts is exactly that document (and so what serde_json and serde read):
+
+    1. Each constant stretch of an entry (``":{"dtype":"``, ``","shape":[``,
+       ``],"data_offsets":[`` and ``]},"`` between entries) is replaced by one of the
+       characters U+0001-U+0004, which the text does not hold (checked): the marked text
+       maps back to the text by putting the stretches back.
+    2. Every byte below 0x20 of the marked text's UTF-8 is a mark (UTF-8 encodes no letter
+       with such a byte), in the order 1, 2, 3, 4, 1, 2, 3, 4, ..., 1, 2, 3: so the text
+       holds no raw control character at all, and its entries' stretches are in order.
+    3. The last '"' ends the head; the rest has no '"' and ends with ``]}}``. The head, a
+       '"' put back, is ``{"`` or a metadata member read as `_template_columns` does (no
+       mark in it: the rest holds all of them). The rest is cut at the marks into 4 pieces
+       per entry: its name, dtype, shape and offsets, none of which holds a '"'.
+    4. Names are distinct and none is ``__metadata__``; dtypes are among the 22; shapes are
+       lists of integers of at most 20 digits, with no leading zero; offsets are two such
+       integers. So the text is that document, which is valid JSON; numbers are checked to
+       be at most 2^64-1 (shapes here, offsets by the layout check), so serde reads each
+       as a u64.
+    """
+    if any(mark in text for _, mark in _MARKS) or not text.endswith("]}}"):
+        return None
+    marked = text
+    for stretch, mark in _MARKS:
+        marked = marked.replace(stretch, mark)
+    signature = marked.encode().translate(None, _NOT_CONTROL)
+    tensors = (len(signature) + 1) // len(_ENTRY_MARKS)
+    if signature != (_ENTRY_MARKS * tensors)[:-1]:
+        return None
+    head, _, rest = marked.rpartition('"')
+    pieces = rest[:-3].translate(_ONE_MARK).split("\x01")
+    if len(pieces) != len(_ENTRY_MARKS) * tensors:
+        return None  # a mark in the head
+    valid, metadata = _compact_head(head)
+    if not valid:
+        return None
+    names = pieces[0::4]
+    distinct = set(names)  # (half the cost of the index a lookup builds if it needs one)
+    if len(distinct) != tensors or METADATA_KEY in distinct:
+        return None
+    del distinct
+    try:
+        dtypes = list(map(_CANONICAL_DTYPE.__getitem__, pieces[1::4]))
+    except KeyError:
+        return None
+    shaped = _canonical_shapes(pieces[2::4])
+    # "B,E" pieces joined with '"', which none holds: the pattern matches piece by piece.
+    offsets = '"'.join(pieces[3::4])
+    if shaped is None or not _OFFSET_PAIRS.fullmatch(offsets + '"'):
+        return None
+    try:  # one scan of a JSON array, which rejects a leading zero
+        values: list[int] = _scan("[" + offsets.replace('"', ",") + "]", 0)[0]
+    except ValueError:
+        return None
+    shapes, counts, count_of = shaped
+    columns = (names, dtypes, shapes, values[0::2], values[1::2], metadata)
+    return _in_order(columns, counts, count_of)
+
+
+def _compact_head(head: str) -> tuple[bool, dict[str, str] | None]:
+    """Whether a compact head (``{`` or ``{"__metadata__":...,``) is one; its metadata."""
+    if head == "{":
+        return True, None
+    parts = head.split('"')
+    if len(parts) < 3 or parts[0] != "{" or parts[1] != METADATA_KEY:
+        return False, None
+    value = parts[2]
+    if len(parts) == 3:
+        return value in (":null,", ":{},"), None if value == ":null," else {}
+    if value != ":{":
+        return False, None
+    metadata, first = _canonical_metadata(parts)
+    return metadata is not None and first == len(parts), metadata
 
 
 def _without_whitespace(parts: list[str]) -> bool:
@@ -289,11 +401,8 @@ def _without_whitespace(parts: list[str]) -> bool:
     return True
 
 
-def _template_columns(parts: list[str]) -> tuple[_Columns, dict[str, int] | None] | None:
-    """`_canonical_columns` on the parts between quotes (the last one it rewrites).
-
-    Also returns the names' rows (name -> row in offset order) when it has them.
-    """
+def _template_columns(parts: list[str]) -> _Columns | None:
+    """`_canonical_columns` on the parts between quotes (the last one it rewrites)."""
     last = parts[-1]
     # The text ends with the last entry's (or the metadata's) '}' and the top level's '}';
     # written as "}," like every other entry's end, all entries have the same parts.
@@ -325,8 +434,11 @@ def _template_columns(parts: list[str]) -> tuple[_Columns, dict[str, int] | None
         if parts[first + at :: _ENTRY_PARTS].count(expected) != tensors:
             return None
     names = parts[first::_ENTRY_PARTS]
-    rows = dict(zip(names, range(tensors), strict=True))
-    if len(rows) != tensors or METADATA_KEY in rows or _has_control_character('"'.join(names)):
+    distinct = set(names)  # (a set is half the cost of the index a lookup builds if it needs it)
+    if len(distinct) != tensors or METADATA_KEY in distinct:
+        return None
+    del distinct
+    if _has_control_character('"'.join(names)):
         return None  # a repeated name, __metadata__ again or elsewhere, a raw control character
     try:
         dtypes = list(map(_CANONICAL_DTYPE.__getitem__, parts[first + dtype_at :: _ENTRY_PARTS]))
@@ -341,11 +453,10 @@ def _template_columns(parts: list[str]) -> tuple[_Columns, dict[str, int] | None
     )
     if shaped is None or offsets is None:
         return None
-    shapes, distinct = shaped
-    columns = _in_order((names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), distinct)
-    if columns is None:
-        return None
-    return columns, rows if columns[0] is names else None  # rows of the header's order
+    shapes, counts, count_of = shaped
+    return _in_order(
+        (names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), counts, count_of
+    )
 
 
 def _canonical_metadata(parts: list[str]) -> tuple[dict[str, str] | None, int]:
@@ -376,18 +487,28 @@ def _field_order(parts: list[str], first: int) -> tuple[str, ...] | None:
 
 
 def _canonical_shapes(
-    column: list[str], separator: str
-) -> tuple[list[_Shape], dict[_Shape, _Shape]] | None:
-    """The ``:[d0,d1,...]`` parts as shapes, each distinct one parsed once; None if not so."""
+    column: list[str], separator: str | None = None
+) -> tuple[list[_Shape], list[int] | None, dict[_Shape, int] | None] | None:
+    """A column of shapes as tuples, each distinct one parsed once; None if not so.
+
+    The column holds a shape's insides (``2,3``), or with `separator` a ``:[2,3]`` part and
+    the separator after it. Also the element count of each row and of each distinct shape
+    (see `_element_counts`; both None when the counts cannot decide). Rows are looked up by
+    their text, whose hash a string keeps, rather than by their tuple, whose hash is
+    computed at every lookup.
+    """
     distinct = list(dict.fromkeys(column))
-    end = -1 - len(separator)
-    closing = "]" + separator
-    if not (
-        all(map(str.startswith, distinct, repeat(":[")))
-        and all(map(str.endswith, distinct, repeat(closing)))
-    ):
-        return None
-    joined = "],[".join([part[2:end] for part in distinct])
+    insides = distinct
+    if separator is not None:
+        closing = "]" + separator
+        if not (
+            all(map(str.startswith, distinct, repeat(":[")))
+            and all(map(str.endswith, distinct, repeat(closing)))
+        ):
+            return None
+        end = -len(closing)
+        insides = [part[2:end] for part in distinct]
+    joined = "],[".join(insides)
     if not _SHAPE_LISTS.fullmatch(joined):
         return None
     parsed = list(map(tuple, _scan(f"[[{joined}]]", 0)[0]))
@@ -395,30 +516,39 @@ def _canonical_shapes(
         return None  # a part held "],[": more lists than parts
     if max(map(max, filter(None, parsed)), default=0) > U64_MAX:
         return None  # a u64 is at most 20 digits, not every 20 digits are a u64
-    shape_of = dict(zip(distinct, parsed, strict=True))
-    return list(map(shape_of.__getitem__, column)), dict(zip(parsed, parsed, strict=True))
+    shapes = list(map(dict(zip(distinct, parsed, strict=True)).__getitem__, column))
+    count_of = _element_counts(parsed)
+    if count_of is None:
+        return shapes, None, None
+    counts = dict(zip(distinct, map(count_of.__getitem__, parsed), strict=True))
+    return shapes, list(map(counts.__getitem__, column)), count_of
 
 
+# Each part of an offsets column followed by a '"' (which no part holds, so that a repetition
+# of the pattern is exactly one part).
 _OFFSET_PARTS: Final = {
-    separator: re.compile(rf"(?::\[{_UINT},{_UINT}\]{re.escape(separator)})*")
+    separator: re.compile(rf'(?::\[{_DIGITS},{_DIGITS}\]{re.escape(separator)}")*{_POSSESSIVE}')
     for separator in (",", "},")
 }
 
 
+_SPACES_FOR_MARKUP: Final = str.maketrans(':[]}"', "     ")  # all that is not a number or ','
+
+
 def _canonical_offsets(column: list[str], separator: str) -> list[int] | None:
     """The ``:[begin,end]`` parts as one flat list of integers; None if not so."""
-    # Every part starts with ":[" and the text holds no other ":[": each repetition of the
-    # pattern below starts where a part does, so each part is exactly one [begin,end].
-    joined = "".join(column)
-    if not (
-        all(map(str.startswith, column, repeat(":[")))
-        and joined.count(":[") == len(column)
-        and _OFFSET_PARTS[separator].fullmatch(joined)
-    ):
+    # No part holds a '"' (they come from splitting at them): joined with '"', each '"' is
+    # where a part ends, and a pattern ending in '"' with no other '"' matches part by part.
+    joined = '"'.join(column)
+    if not _OFFSET_PARTS[separator].fullmatch(joined + '"'):
         return None
-    # ":[0,8]},:[8,32]}," -> "0,8,8,32": one scan of a JSON array of integers.
-    inner = joined[2 : -1 - len(separator)].replace(f"]{separator}:[", ",")
-    values: list[int] = _scan(f"[{inner}]", 0)[0]
+    # ':[0,8]},":[8,32]},' -> "  0,8  ,   8,32  ": one scan of a JSON array of integers,
+    # which rejects a leading zero (serde_json does too, and the json reader decides).
+    inner = joined.translate(_SPACES_FOR_MARKUP)[:-1]
+    try:
+        values: list[int] = _scan(f"[{inner}]", 0)[0]
+    except ValueError:
+        return None
     return values
 
 
@@ -427,15 +557,24 @@ def _has_control_character(strings: str) -> bool:
     return len(encoded.translate(None, _CONTROL_BYTES)) != len(encoded)
 
 
-def _in_order(columns: _Columns, distinct: Collection[_Shape]) -> _Columns | None:
-    """The columns in the reference's order, if its walk passes them all; else None."""
+def _in_order(
+    columns: _Columns, counts: list[int] | None, count_of: dict[_Shape, int] | None
+) -> _Columns | None:
+    """The columns in the reference's order, if its walk passes them all; else None.
+
+    `counts` are the rows' element counts in the columns' order, `count_of` each distinct
+    shape's (None for both: the counts cannot decide, see `_element_counts`).
+    """
+    if count_of is None:
+        return None
     if not _chained(columns[3], columns[4]):
         columns = _sort_by_offsets(columns)
         if not _chained(columns[3], columns[4]):
             return None
-    # Chained with every size matching means every end >= begin: the rows are in the
-    # reference's order, and its walk would pass them.
-    return columns if _sizes_hold(columns, distinct) else None
+        counts = None  # rows moved
+    if counts is None:
+        counts = list(map(count_of.__getitem__, columns[2]))
+    return columns if _sizes_hold(columns, counts) else None
 
 
 # --- the json and exact readers ---------------------------------------------------------------
@@ -516,11 +655,11 @@ def _fast_columns(text: str) -> _Columns | None:
     # memchr-speed screens first; the regex only runs when a backslash is there at all.
     if "\\" in text and _RISKY_ESCAPE.search(text):
         return None
-    try:
-        top = _FAST_DECODER.decode(text)  # stops at any float, NaN or Infinity
-    except ValueError:
+    try:  # json's C scanner itself; it stops at any float, NaN or Infinity
+        top, end = _fast_scan(text, 0)
+    except (ValueError, StopIteration):  # StopIteration: no value at 0 (or whitespace)
         return None
-    if type(top) is not dict:
+    if type(top) is not dict or text[end:].strip(_JSON_WHITESPACE):
         return None
     metadata: dict[str, str] | None = None
     kept_keys = len(top)
@@ -528,7 +667,7 @@ def _fast_columns(text: str) -> _Columns | None:
     if METADATA_KEY in top:
         value = top.pop(METADATA_KEY)
         if value is not None:
-            if type(value) is not dict or not _all_of_type(value.values(), str):
+            if type(value) is not dict or not set(map(type, value.values())) <= _STR:
                 return None
             metadata = value
             kept_keys += len(value)
@@ -562,7 +701,7 @@ def _fast_columns(text: str) -> _Columns | None:
         dtypes = list(map(_CANONICAL_DTYPE.__getitem__, map(_get_dtype, entries)))
         shapes = list(map(_get_shape, entries))
         offsets = list(map(_get_offsets, entries))
-        if not _all_of_type(shapes, list) or set(map(len, offsets)) != {2}:
+        if not set(map(type, shapes)) <= _LIST or set(map(len, offsets)) != {2}:
             return None
         begins = list(map(_first, offsets))
         ends = list(map(_second, offsets))
@@ -573,9 +712,9 @@ def _fast_columns(text: str) -> _Columns | None:
     # equal integers and the distinct ones tell the types of all. No negative number is in
     # the text; offsets too large are caught by the layout check (last end bounded).
     if not (
-        _all_of_type(chain.from_iterable(distinct), int)
-        and _all_of_type(begins, int)
-        and _all_of_type(ends, int)
+        set(map(type, chain.from_iterable(distinct))) <= _INT
+        and set(map(type, begins)) <= _INT
+        and set(map(type, ends)) <= _INT
     ):
         return None
     columns: _Columns = (names, dtypes, shapes, begins, ends, metadata)
@@ -585,7 +724,7 @@ def _fast_columns(text: str) -> _Columns | None:
             return None
     # Chained with every size matching means every end >= begin: the rows are in the
     # reference's order, and its walk would pass them.
-    return columns if _sizes_hold(columns, distinct) else None
+    return columns if _sizes_hold(columns, _row_counts(columns[2], distinct)) else None
 
 
 def _e_accounted_for(text: str, expected: int) -> bool:
@@ -610,7 +749,12 @@ def _no_float(token: str) -> NoReturn:
 
 
 # The fast path reads integers only: any float, NaN or Infinity hands the text to the exact path.
-_FAST_DECODER: Final = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float)
+_fast_scan: Final = make_scanner(
+    json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float)  # type: ignore[arg-type]
+)
+_STR: Final = {str}  # the types a column may hold: set(map(type, column)) <= _INT
+_LIST: Final = {list}
+_INT: Final = {int}
 _get_dtype = itemgetter("dtype")
 _get_shape = itemgetter("shape")
 _get_offsets = itemgetter("data_offsets")
@@ -623,10 +767,6 @@ def _interned(shapes: Iterable[Iterable[int]]) -> tuple[list[_Shape], dict[_Shap
     tuples = list(map(tuple, shapes))
     distinct: dict[_Shape, _Shape] = {}
     return list(map(distinct.setdefault, tuples, tuples)), distinct
-
-
-def _all_of_type(values: Iterable[object], kind: type) -> bool:
-    return set(map(type, values)) <= {kind}
 
 
 # --- the exact path -----------------------------------------------------------------------
@@ -916,7 +1056,7 @@ def _validate_layout(columns: _Columns) -> _Columns:
     if not (chained and all(map(le, begins, ends))):
         columns = _sort_by_offsets(columns)  # the usual file is in order already
         chained = _chained(columns[3], columns[4])
-    if not (chained and _sizes_hold(columns, dict.fromkeys(shapes))):
+    if not (chained and _sizes_hold(columns, _row_counts(columns[2], dict.fromkeys(shapes)))):
         _walk(*columns[:5])
     return columns
 
@@ -943,20 +1083,20 @@ def _sort_by_offsets(columns: _Columns) -> _Columns:
     )
 
 
-def _sizes_hold(columns: _Columns, distinct: Collection[_Shape]) -> bool:
-    """Whole-column check that chained rows pass the rest of the reference's walk."""
-    _, dtypes, shapes, begins, ends, _ = columns
+def _sizes_hold(columns: _Columns, counts: list[int] | None) -> bool:
+    """Whole-column check that chained rows pass the rest of the reference's walk.
+
+    `counts`: the rows' element counts (None: they cannot decide, see `_element_counts`).
+    """
     return (
+        counts is not None
         # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
-        ends[-1] <= U64_MAX >> 3
-        # Also rejects any end < begin: no element count makes a negative size.
-        and _sizes_match(dtypes, shapes, begins, ends, distinct)
+        and columns[4][-1] <= U64_MAX >> 3
+        and _sizes_match(columns[1], counts, columns[4])
     )
 
 
-def _build(
-    columns: _Columns, rows: dict[str, int] | None, header_size: int, file_size: int | None
-) -> Header:
+def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header:
     """The Header, once the file size is checked (the columns are valid, in offset order)."""
     names, dtypes, shapes, begins, ends, metadata = columns
     data_start = HEADER_LENGTH_SIZE + header_size
@@ -964,7 +1104,7 @@ def _build(
     if file_size is not None:
         _check_coverage(data_start, data_end, file_size)
     return make_header(
-        TensorTable(names, dtypes, shapes, begins, ends, data_start, rows),
+        TensorTable(names, dtypes, shapes, begins, ends, data_start),
         None if metadata is None else MappingProxyType(metadata),
         header_size,
         data_end,
@@ -995,45 +1135,53 @@ def _chained(begins: list[int], ends: list[int]) -> bool:
     return begins[0] == 0 and begins[1:] == ends[:-1]
 
 
-def _sizes_match(
-    dtypes: list[str],
-    shapes: list[_Shape],
-    begins: list[int],
-    ends: list[int],
-    distinct: Collection[_Shape],
-) -> bool:
-    """Every span is exactly elements x dtype size, no element count overflowing u64.
+def _element_counts(distinct: Collection[_Shape]) -> dict[_Shape, int] | None:
+    """Each distinct shape's element count, or None when a count could overflow u64 unseen.
 
-    The caller has bounded every span below 2^61 bytes, so bit counts cannot overflow.
-    Element counts are computed once per distinct shape (`distinct`: each shape once).
+    Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of bit_length -
+    1) and below the square of that: when that lower bound reaches 2^61 elements this gives
+    up (None: the walk decides; only a sub-byte dtype could still match a span below 2^61
+    bytes), below it no intermediate product exceeds 2^122. A zero dim ends a product that
+    may have overflowed before it ([2^32, 2^32, 0]), and hides a dim beyond u64 (a float to
+    serde_json) after it ([0, 2^70]): such a shape gives up too. Any other overflowing count
+    cannot match a span below 2^61.
     """
-    # Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of
-    # bit_length - 1) and below the square of that: when that lower bound reaches 2^61
-    # elements the check gives up (False: the walk decides; only a sub-byte dtype could still
-    # match a span below 2^61 bytes), below it no intermediate product exceeds 2^122. A shape
-    # with a 0 counts 0 elements without multiplying (its dims may be huge), and is checked
-    # below.
-    if any(
-        0 not in shape and sum(map(int.bit_length, shape)) - len(shape) >= 61 for shape in distinct
-    ):
-        return False
-    count_of = {shape: 0 if 0 in shape else math.prod(shape) for shape in distinct}
-    # A zero dim ends a product that may have overflowed before it ([2^32, 2^32, 0]), and
-    # hides a dim beyond u64 (a float to serde_json) after it ([0, 2^70]). Any other
-    # overflowing count cannot match a span below 2^61.
-    if 0 in count_of.values() and any(map(_zero_hides_overflow, distinct)):
-        return False
-    counts = list(map(count_of.__getitem__, shapes))
-    spans = list(map(sub, ends, begins))
+    count_of = {}
+    for shape in distinct:  # a checkpoint has a few distinct shapes
+        if 0 in shape:
+            if _zero_hides_overflow(shape):
+                return None
+            count_of[shape] = 0
+        elif sum(map(int.bit_length, shape)) - len(shape) >= 61:
+            return None
+        else:
+            count_of[shape] = math.prod(shape)
+    return count_of
+
+
+def _row_counts(shapes: list[_Shape], distinct: Collection[_Shape]) -> list[int] | None:
+    """The element count of each row (`distinct`: each shape once), or None (see above)."""
+    count_of = _element_counts(distinct)
+    return None if count_of is None else list(map(count_of.__getitem__, shapes))
+
+
+def _sizes_match(dtypes: list[str], counts: list[int], ends: list[int]) -> bool:
+    """Every chained row's span is exactly its elements x its dtype's size.
+
+    The rows are chained (each begins where the previous one ends, the first at 0), so the
+    spans all match exactly when the running sum of the sizes is the column of ends; the
+    sizes are never negative, so neither is any span. The caller has bounded every span below
+    2^61 bytes, so bit counts cannot overflow.
+    """
     if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
-        return list(map(mul, counts, map(_bytes_per_element, dtypes))) == spans
-    return list(map(mul, counts, map(_bits_of, dtypes))) == list(map(mul, spans, repeat(8)))
+        return list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes)))) == ends
+    # In bits: a running sum of 8 x whole bytes at every row makes each row whole bytes too.
+    bits = accumulate(map(mul, counts, map(_bits_of, dtypes)))
+    return list(bits) == list(map(mul, ends, repeat(8)))
 
 
 def _zero_hides_overflow(shape: _Shape) -> bool:
-    return 0 in shape and (
-        max(shape) > U64_MAX or any(count > U64_MAX for count in _running_products(shape))
-    )
+    return max(shape) > U64_MAX or any(count > U64_MAX for count in _running_products(shape))
 
 
 def _running_products(shape: Iterable[int]) -> Iterator[int]:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import bounded, build, reference_kind, reference_kinds, tensor
@@ -41,8 +42,12 @@ def exact(text: str) -> object:
 
 
 def canonical(text: str) -> object:
+    """The canonical reader's columns, both of its forms checked: where the compact form's
+    reader (used on texts of 2 MiB and more) answers, the general one answers the same."""
     found = _parser._canonical_columns(text)
-    return None if found is None else found[0]
+    compact = None if "\\" in text else _parser._compact_columns(text.rstrip(" \t\r\n"))
+    assert compact is None or compact == found, (text, compact, found)
+    return found
 
 
 def verdict(data: bytes) -> object:
@@ -181,6 +186,19 @@ E = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]}'
         ),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"shape":[1]}}', id="shape-twice"),
         pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', id="gap"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[00,1]}}', id="zero-zero"),
+        pytest.param('{"__metadata__":5,"a":' + E + "}", id="metadata-number"),
+        pytest.param('{"__metadata__":[],"k":"v","a":' + E + "}", id="metadata-array"),
+        pytest.param('{"__metadata__":{"k":5},"a":' + E + "}", id="metadata-of-a-number"),
+        pytest.param('{"__metadata__":{"k":"v"},"x":"y","a":' + E + "}", id="a-string-member"),
+        pytest.param('{"x":1,"a":' + E + "}", id="a-number-member"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"q":"r","b":{"dtype":"U8",'
+            '"shape":[1],"data_offsets":[1,2]}}',
+            id="a-member-between-entries",
+        ),
+        pytest.param('{"a":' + E + ',"__metadata__":' + E[:-1] + "}}", id="metadata-entry"),
+        pytest.param('{a":' + E + "}", id="no-quote-before-the-name"),
     ],
 )
 def test_canonical_reader_steps_aside_or_agrees(text: str) -> None:
@@ -190,6 +208,37 @@ def test_canonical_reader_steps_aside_or_agrees(text: str) -> None:
         assert found == exact(text)
     data = build(text, 1)
     assert (verdict(data) if isinstance(verdict(data), str) else None) == reference_kind(data)
+
+
+@pytest.mark.parametrize("metadata", [None, {}, {"format": "pt", "k": "v"}], ids=repr)
+@pytest.mark.parametrize("null", [False, True], ids=["absent", "null"])
+def test_the_compact_form_has_its_own_reader(metadata: dict[str, str] | None, null: bool) -> None:
+    header = checkpoint(40, metadata=metadata)
+    if null:
+        header = {"__metadata__": None, **header}
+    text = json.dumps(header, separators=(",", ":"))
+    assert _parser._compact_columns(text) is not None
+    assert _parser._compact_columns(text) == exact(text)
+
+
+def test_a_big_compact_header_is_read_by_the_compact_reader(monkeypatch: Any) -> None:
+    header = checkpoint(25_000, metadata={"format": "pt"})
+    text = json.dumps(header, separators=(",", ":"))
+    assert len(text) >= _parser._COMPACT_MIN
+    seen = []
+    compact = _parser._compact_columns
+
+    def counted(text: str) -> object:
+        seen.append(text)
+        return compact(text)
+
+    monkeypatch.setattr(_parser, "_compact_columns", counted)
+    assert verdict(build(text, data_size(header))) == verdict(build(header, data_size(header)))
+    assert seen  # and it answered: the split form would have agreed (test above)
+    assert compact(text) == exact(text)
+    spaced = text.replace("[2,3]", "[2, 3]", 1)  # valid, but not the compact form: the other
+    assert compact(spaced) is None
+    assert verdict(build(spaced, data_size(header))) == verdict(build(header, data_size(header)))
 
 
 def test_canonical_reader_steps_aside_on_hostile_parts() -> None:
@@ -594,3 +643,25 @@ def test_import_loads_nothing_heavy_without_site() -> None:
         "typing", "urllib", "urllib.parse", "threading", "random", "ipaddress", "argparse",
         "shutil", "numpy", "http", "email", "ssl", "socket", "concurrent",
     }  # fmt: skip
+
+
+def test_lookups_scan_the_names_until_the_index_pays() -> None:
+    from safetensors_header import _header
+
+    header = read_header(build(checkpoint(50), data_size(checkpoint(50))))
+    table = header.tensors
+    names = list(table)
+    for name in names[: _header._SCANS]:
+        assert table[name].name == name
+    assert type(table._rows) is int  # type: ignore[attr-defined]  # still scanning
+    assert table[names[-1]].name == names[-1]  # this one builds the index
+    assert type(table._rows) is dict  # type: ignore[attr-defined]
+    fresh = read_header(build(checkpoint(50), data_size(checkpoint(50)))).tensors
+    for table_ in (fresh, table):  # while scanning and with the index: the same answers
+        assert "nope" not in table_
+        with pytest.raises(KeyError):
+            table_["nope"]
+        with pytest.raises(TypeError):
+            [] in table_  # noqa: B015  # unhashable, as in a dict
+        assert names[3] in table_
+        assert all(table_[name] == table[name] for name in names)

@@ -19,13 +19,18 @@ def outcome(data: bytes) -> object:
 
 
 @pytest.mark.parametrize("rule", RULE_CASES)
-def test_every_rule_case_reads_the_same_on_the_exact_path(
+def test_every_rule_case_reads_the_same_on_every_path(
     rule: Rule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = rule.data
-    both = outcome(data)
+    usual = outcome(data)  # small headers: the json reader, then the exact one
+    monkeypatch.setattr(_parser, "_SMALL_TEXT", 0)  # the canonical reader first, at any size
+    assert outcome(data) == usual
+    monkeypatch.setattr(_parser, "_COMPACT_MIN", 0)  # its compact form's reader too
+    assert outcome(data) == usual
+    monkeypatch.setattr(_parser, "_canonical_columns", lambda text: None)
     monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
-    assert outcome(data) == both
+    assert outcome(data) == usual  # the exact reader alone
 
 
 def text_of(data: bytes) -> str:
