@@ -12,14 +12,14 @@ input, `RemoteError` the one for network failures.
 
 from ._errors import KINDS, HeaderError, RemoteError
 from ._format import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
-from ._header import Header, TensorInfo, TensorTable
+from ._header import DtypeTotal, Header, TensorInfo, TensorTable
 from ._parser import parse_header
 from ._sources import Source, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
-    from ._checkpoint import Checkpoint, DtypeTotal, read_checkpoint
+    from ._checkpoint import Checkpoint, read_checkpoint
     from ._fetch import read_ranges
     from ._writer import encode_header, update_metadata, write_file
 
@@ -32,7 +32,6 @@ _LAZY = {
     "Finding": "_audit",
     "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
-    "DtypeTotal": "_checkpoint",
     "read_checkpoint": "_checkpoint",
     "read_ranges": "_fetch",
     "encode_header": "_writer",
@@ -87,7 +86,7 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 # The public classes say where users find them (help(), reprs, pickles by reference); the
-# lazily loaded ones (Checkpoint, DtypeTotal, Finding) say it in their own modules.
-for _public in (Dtype, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
+# lazily loaded ones (Checkpoint, Finding) say it in their own modules.
+for _public in (Dtype, DtypeTotal, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
     _public.__module__ = __name__
 del _public

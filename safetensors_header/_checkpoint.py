@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
-from ._header import Header, TensorInfo, TensorTable
+from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
 from ._sources import (
     FIRST_READ,
     RETRIES,
@@ -61,34 +61,6 @@ _OPEN_FLAGS: Final = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_NOFOLLOW", 0)
 )
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class DtypeTotal:
-    """The tensors of one dtype: how many, their elements (`numel`) and bytes (`nbytes`)."""
-
-    tensors: int
-    numel: int
-    nbytes: int
-
-    def __repr__(self) -> str:
-        return (
-            f"<DtypeTotal {self.tensors:,} tensor{'' if self.tensors == 1 else 's'}, "
-            f"numel={self.numel:,}, nbytes={self.nbytes:,}>"
-        )
-
-
-def by_dtype(tensors: Iterable[TensorInfo], /) -> dict[str, DtypeTotal]:
-    """Totals per dtype of the given tensors, in order of the dtypes' names."""
-    totals: dict[str, list[int]] = {}
-    for info in tensors:
-        row = totals.get(info.dtype)
-        if row is None:
-            row = totals[info.dtype] = [0, 0, 0]
-        row[0] += 1
-        row[1] += info.numel
-        row[2] += info.nbytes
-    return {dtype: DtypeTotal(*totals[dtype]) for dtype in sorted(totals)}
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -167,10 +139,8 @@ def _frozen_checkpoint(
     )
 
 
-# Where users find them (help(), reprs, pickles by reference): the package's top level.
-for _public in (Checkpoint, DtypeTotal):
-    _public.__module__ = __name__.rpartition(".")[0]
-del _public
+# Where users find it (help(), reprs, pickles by reference): the package's top level.
+Checkpoint.__module__ = __name__.rpartition(".")[0]
 
 
 def read_checkpoint(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
-from dataclasses import dataclass
+from functools import reduce
 from itertools import repeat
+from operator import attrgetter, mul
 from types import MappingProxyType
 
 from ._format import HEADER_LENGTH_SIZE
@@ -13,11 +13,14 @@ from ._format import HEADER_LENGTH_SIZE
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, KeysView, Sequence
-    from typing import Any, Final
+    from typing import Any, Final, TypeVar
 
     from ._sources import Source
 
-__all__ = ["Header", "TensorInfo", "TensorTable", "make_header", "shown_shape"]
+    _R = TypeVar("_R", bound=type)
+
+__all__ = ["DtypeTotal", "Header", "TensorInfo", "TensorTable", "by_dtype", "frozen_record"]
+__all__ += ["make_header", "shown_shape"]
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
 _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
@@ -26,7 +29,71 @@ _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
 _SCANS: Final = 8
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+def frozen_record(cls: _R) -> _R:
+    """Make `cls` a frozen dataclass without importing `dataclasses` (a tenth of the import).
+
+    `cls` lists its fields, in order, as ``__slots__`` (annotated) and has its own ``__init__``
+    (which sets them with ``object.__setattr__``). Added here, as ``dataclass(frozen=True)``
+    would add them: ``__eq__`` and ``__hash__`` over the fields, ``__match_args__``,
+    ``__replace__``, an ``__setattr__`` and ``__delattr__`` that raise
+    ``dataclasses.FrozenInstanceError``; and the dataclass metadata, made by `dataclasses`
+    the first time anything asks for it, so that ``dataclasses.is_dataclass``, ``fields``,
+    ``replace`` and ``asdict`` treat it as the dataclass it is.
+    """
+    names: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
+    values = attrgetter(*names)
+
+    def __eq__(self: object, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return bool(values(self) == values(other))
+        return NotImplemented
+
+    def __hash__(self: object) -> int:
+        return hash(values(self))
+
+    def __replace__(self: object, /, **changes: object) -> object:
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    cls.__eq__ = __eq__  # type: ignore[assignment]
+    cls.__hash__ = __hash__  # type: ignore[assignment]
+    cls.__replace__ = __replace__  # type: ignore[attr-defined]
+    cls.__setattr__ = cls.__delattr__ = _refuse  # type: ignore[assignment]
+    cls.__match_args__ = names  # type: ignore[attr-defined,misc]
+    for attribute in _METADATA:
+        setattr(cls, attribute, _DataclassMetadata(attribute))
+    return cls
+
+
+def _refuse(self: object, name: str, value: object = None) -> None:
+    from dataclasses import FrozenInstanceError  # only on this error
+
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+_METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
+
+
+class _DataclassMetadata:
+    """A record class's ``__dataclass_fields__`` or ``__dataclass_params__`` until read; then
+    those of a dataclass with the same fields, made by `dataclasses`, take their place."""
+
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
+
+    def __get__(self, instance: object, owner: type) -> object:
+        import dataclasses
+
+        slots: tuple[str, ...] = owner.__slots__  # type: ignore[attr-defined]
+        fields = [(name, owner.__annotations__[name]) for name in slots]
+        twin = dataclasses.make_dataclass(owner.__name__, fields, frozen=True)
+        for attribute in _METADATA:
+            type.__setattr__(owner, attribute, getattr(twin, attribute))
+        return getattr(owner, self._attribute)
+
+
+@frozen_record
 class TensorInfo:
     """One tensor's entry in the header, with its place in the file.
 
@@ -41,12 +108,21 @@ class TensorInfo:
             header's ``data_offsets`` are relative to.
     """
 
+    __slots__ = ("name", "dtype", "shape", "start", "end", "data_start")  # noqa: RUF023 - in order
+
     name: str
     dtype: str
     shape: tuple[int, ...]
     start: int
     end: int
     data_start: int
+
+    def __init__(  # noqa: PLR0917 - the fields, in order
+        self, name: str, dtype: str, shape: tuple[int, ...], start: int, end: int, data_start: int
+    ) -> None:
+        values = (name, dtype, shape, start, end, data_start)
+        for field, value in zip(TensorInfo.__slots__, values, strict=True):
+            object.__setattr__(self, field, value)
 
     @property
     def data_offsets(self) -> tuple[int, int]:
@@ -61,7 +137,7 @@ class TensorInfo:
     @property
     def numel(self) -> int:
         """The number of elements: the product of ``shape`` (1 for a scalar)."""
-        return math.prod(self.shape)
+        return reduce(mul, self.shape, 1)  # (math.prod: math is a millisecond to import)
 
     def byte_ranges(self, key: object, /) -> list[tuple[int, int]]:
         """The ``(absolute offset, length)`` byte ranges that hold ``self[key]``, in order.
@@ -328,7 +404,7 @@ class _Items(ItemsView[str, TensorInfo]):
         return zip(table._names, table._entries(), strict=True)
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@frozen_record
 class Header:
     """A validated safetensors header.
 
@@ -344,11 +420,25 @@ class Header:
             ``parse_header`` only when passed). Then ``file_size == data_start + data_size``.
     """
 
+    __slots__ = ("tensors", "metadata", "header_size", "data_size", "file_size")  # noqa: RUF023
+
     tensors: Mapping[str, TensorInfo]
     metadata: Mapping[str, str] | None
     header_size: int
     data_size: int
     file_size: int | None
+
+    def __init__(
+        self,
+        tensors: Mapping[str, TensorInfo],
+        metadata: Mapping[str, str] | None,
+        header_size: int,
+        data_size: int,
+        file_size: int | None,
+    ) -> None:
+        values = (tensors, metadata, header_size, data_size, file_size)
+        for field, value in zip(Header.__slots__, values, strict=True):
+            object.__setattr__(self, field, value)
 
     @property
     def data_start(self) -> int:
@@ -423,3 +513,40 @@ def shown_shape(shape: tuple[int, ...]) -> str:
     if len(shape) > _SHOWN_DIMS:
         return f"[{', '.join(map(str, shape[:_SHOWN_DIMS]))}, ... ({len(shape)} dims)]"
     return f"[{', '.join(map(str, shape))}]"
+
+
+@frozen_record
+class DtypeTotal:
+    """The tensors of one dtype: how many, their elements (`numel`) and bytes (`nbytes`)."""
+
+    __slots__ = ("tensors", "numel", "nbytes")  # noqa: RUF023 - the fields, in order
+
+    tensors: int
+    numel: int
+    nbytes: int
+
+    def __init__(self, tensors: int, numel: int, nbytes: int) -> None:
+        for field, value in zip(DtypeTotal.__slots__, (tensors, numel, nbytes), strict=True):
+            object.__setattr__(self, field, value)
+
+    def __repr__(self) -> str:
+        return (
+            f"<DtypeTotal {self.tensors:,} tensor{'' if self.tensors == 1 else 's'}, "
+            f"numel={self.numel:,}, nbytes={self.nbytes:,}>"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (DtypeTotal, (self.tensors, self.numel, self.nbytes))
+
+
+def by_dtype(tensors: Iterable[TensorInfo], /) -> dict[str, DtypeTotal]:
+    """Totals per dtype of the given tensors, in order of the dtypes' names."""
+    totals: dict[str, list[int]] = {}
+    for info in tensors:
+        row = totals.get(info.dtype)
+        if row is None:
+            row = totals[info.dtype] = [0, 0, 0]
+        row[0] += 1
+        row[1] += info.numel
+        row[2] += info.nbytes
+    return {dtype: DtypeTotal(*totals[dtype]) for dtype in sorted(totals)}

@@ -31,9 +31,9 @@ No I/O happens here; the sources feed this module bytes (``bytes_needed`` says h
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
+from functools import reduce
 from itertools import accumulate, chain, repeat
 from json.scanner import make_scanner
 from operator import index, itemgetter, le, mul
@@ -811,6 +811,7 @@ def _parse_float(token: str) -> float:
 
 _NUMBER: Final = re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
 _I32_MAX: Final = 2**31 - 1
+_INFINITY: Final = float("inf")
 _POW10: Final = tuple(float(f"1e{exponent}") for exponent in range(309))  # serde_json's POW10
 
 
@@ -854,7 +855,7 @@ def _f64_out_of_range(token: str) -> bool:
     if exponent < 0:
         return False  # divisions never overflow
     if exponent < len(_POW10):
-        return math.isinf(float(significand) * _POW10[exponent])
+        return abs(float(significand) * _POW10[exponent]) == _INFINITY
     return significand != 0
 
 
@@ -1029,7 +1030,7 @@ def _describe_value(value: object) -> str:
     if type(value) is int:
         return f"the integer {value}"
     if type(value) is float:
-        if value == 0 and math.copysign(1.0, value) < 0:
+        if value == 0 and str(value) == "-0.0":
             return "-0 (a float to serde_json)"
         return f"the non-integer number {value!r}"
     if type(value) is str:
@@ -1138,7 +1139,7 @@ def _chained(begins: list[int], ends: list[int]) -> bool:
 def _element_counts(distinct: Collection[_Shape]) -> dict[_Shape, int] | None:
     """Each distinct shape's element count, or None when a count could overflow u64 unseen.
 
-    Bounds the cost of math.prod. Without a 0, a product is at least 2^(sum of bit_length -
+    Bounds the cost of the product. Without a 0, a product is at least 2^(sum of bit_length -
     1) and below the square of that: when that lower bound reaches 2^61 elements this gives
     up (None: the walk decides; only a sub-byte dtype could still match a span below 2^61
     bytes), below it no intermediate product exceeds 2^122. A zero dim ends a product that
@@ -1155,7 +1156,7 @@ def _element_counts(distinct: Collection[_Shape]) -> dict[_Shape, int] | None:
         elif sum(map(int.bit_length, shape)) - len(shape) >= 61:
             return None
         else:
-            count_of[shape] = math.prod(shape)
+            count_of[shape] = reduce(mul, shape, 1)
     return count_of
 
 
