@@ -59,17 +59,24 @@ def frozen_record(cls: _R) -> _R:
     cls.__eq__ = __eq__  # type: ignore[assignment]
     cls.__hash__ = __hash__  # type: ignore[assignment]
     cls.__replace__ = __replace__  # type: ignore[attr-defined]
-    cls.__setattr__ = cls.__delattr__ = _refuse  # type: ignore[assignment]
+    cls.__setattr__ = _refuse_assignment  # type: ignore[assignment]
+    cls.__delattr__ = _refuse_deletion  # type: ignore[assignment]
     cls.__match_args__ = names  # type: ignore[attr-defined,misc]
     for attribute in _METADATA:
-        setattr(cls, attribute, _DataclassMetadata(attribute))
+        setattr(cls, attribute, _DataclassMetadata(cls, attribute))
     return cls
 
 
-def _refuse(self: object, name: str, value: object = None) -> None:
+def _refuse_assignment(self: object, name: str, value: object) -> None:
     from dataclasses import FrozenInstanceError  # only on this error
 
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_deletion(self: object, name: str) -> None:
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 _METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
@@ -77,19 +84,24 @@ _METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
 
 class _DataclassMetadata:
     """A record class's ``__dataclass_fields__`` or ``__dataclass_params__`` until read; then
-    those of a dataclass with the same fields, made by `dataclasses`, take their place."""
+    those of the dataclass it would have been, made by `dataclasses`, take their place (a
+    subclass inherits them, as a dataclass's does)."""
 
-    def __init__(self, attribute: str) -> None:
-        self._attribute = attribute
+    def __init__(self, record: type, attribute: str) -> None:
+        self._record, self._attribute = record, attribute
 
     def __get__(self, instance: object, owner: type) -> object:
         import dataclasses
 
-        slots: tuple[str, ...] = owner.__slots__  # type: ignore[attr-defined]
-        fields = [(name, owner.__annotations__[name]) for name in slots]
-        twin = dataclasses.make_dataclass(owner.__name__, fields, frozen=True)
+        record = self._record
+        slots: tuple[str, ...] = record.__slots__  # type: ignore[attr-defined]
+        fields = [(name, record.__annotations__[name]) for name in slots]
+        # As @dataclass(frozen=True, slots=True, repr=False) would have made it.
+        twin = dataclasses.make_dataclass(
+            record.__name__, fields, frozen=True, slots=True, repr=False
+        )
         for attribute in _METADATA:
-            type.__setattr__(owner, attribute, getattr(twin, attribute))
+            type.__setattr__(record, attribute, getattr(twin, attribute))
         return getattr(owner, self._attribute)
 
 
@@ -281,7 +293,7 @@ class TensorTable(Mapping[str, TensorInfo]):
     def of(cls, infos: Iterable[TensorInfo], data_start: int) -> TensorTable:
         """A table of the given entries (in offset order, sharing `data_start`)."""
         infos = list(infos)
-        return cls(
+        table = cls(
             [info.name for info in infos],
             [info.dtype for info in infos],
             [info.shape for info in infos],
@@ -289,6 +301,8 @@ class TensorTable(Mapping[str, TensorInfo]):
             [info.end - data_start for info in infos],
             data_start,
         )
+        table._row_of()  # the index now: a repeated name is found as a dict finds it (the last)
+        return table
 
     def _row_of(self) -> dict[str, int]:
         rows = self._rows
@@ -301,11 +315,13 @@ class TensorTable(Mapping[str, TensorInfo]):
         rows = self._rows
         if type(rows) is not int:
             return rows[name]  # type: ignore[index]
-        if rows:
-            hash(name)  # an unhashable name raises TypeError, as a dict's lookup does
+        # A scan finds what the index would: exact str keys (same equality, and the parser's
+        # names are distinct). Any other key waits for the index, so that it is looked up as a
+        # dict would: by hash, then ==.
+        if rows and type(name) is str:
             self._rows = rows - 1  # (threads that race here only scan once more)
             try:
-                return self._names.index(name)  # type: ignore[arg-type]
+                return self._names.index(name)
             except ValueError:
                 raise KeyError(name) from None
         return self._row_of()[name]  # type: ignore[index]

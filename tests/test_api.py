@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import json
@@ -18,6 +19,7 @@ from safetensors_header import (
     DTYPE_BITS,
     KINDS,
     MAX_HEADER_SIZE,
+    DtypeTotal,
     Header,
     HeaderError,
     TensorInfo,
@@ -155,6 +157,48 @@ def test_user_built_values() -> None:
     assert info.data_offsets == (4, 12)
     assert dataclasses.replace(info, name="v").name == "v"
     assert hash(info) == hash(TensorInfo("w", "F32", (2,), 100, 108, 96))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        TensorInfo("w", "F32", (2,), 100, 108, 96),
+        DtypeTotal(2, 10, 40),
+        read_header(FILE),
+    ],
+    ids=["TensorInfo", "DtypeTotal", "Header"],
+)
+def test_records_are_frozen_dataclasses(value: object) -> None:
+    # Made without importing dataclasses (import cost); dataclasses sees them as its own.
+    cls = type(value)
+    assert dataclasses.is_dataclass(value)
+    assert dataclasses.is_dataclass(cls)
+    names = [field.name for field in dataclasses.fields(value)]  # type: ignore[arg-type]
+    assert names == list(cls.__slots__) == list(cls.__match_args__)
+    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    values = tuple(getattr(value, name) for name in names)
+    assert cls(*values) == value
+    assert cls(**dict(zip(names, values, strict=True))) == value
+    assert dataclasses.replace(value, **{names[0]: values[0]}) == value  # type: ignore[type-var]
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert copy.copy(value) == value
+    assert value != tuple(values)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, names[0], values[0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(value, names[0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.other = 1  # type: ignore[attr-defined]
+    if cls is not Header:  # a Header holds mappings: as*() and deepcopy do not take them
+        assert dataclasses.astuple(value) == values  # type: ignore[call-overload]
+        assert dataclasses.asdict(value) == dict(zip(names, values, strict=True))  # type: ignore[call-overload]
+        assert copy.deepcopy(value) == value
+        assert hash(value) == hash(cls(*values))  # (a Header's mappings are not hashable)
+    match value:
+        case TensorInfo(name, dtype):
+            assert (name, dtype) == ("w", "F32")
+        case DtypeTotal(tensors, numel):
+            assert (tensors, numel) == (2, 10)
 
 
 def test_header_error_fields_and_pickle() -> None:

@@ -24,7 +24,14 @@ from helpers import bounded, build, reference_kind, reference_kinds, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 
-from safetensors_header import HeaderError, TensorInfo, _parser, read_header
+from safetensors_header import (
+    DtypeTotal,
+    HeaderError,
+    TensorInfo,
+    TensorTable,
+    _parser,
+    read_header,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -642,6 +649,7 @@ def test_import_loads_nothing_heavy_without_site() -> None:
     assert not loaded & {
         "typing", "urllib", "urllib.parse", "threading", "random", "ipaddress", "argparse",
         "shutil", "numpy", "http", "email", "ssl", "socket", "concurrent",
+        "dataclasses", "inspect", "ast", "math",  # the records make no dataclass at import
     }  # fmt: skip
 
 
@@ -665,3 +673,43 @@ def test_lookups_scan_the_names_until_the_index_pays() -> None:
             [] in table_  # noqa: B015  # unhashable, as in a dict
         assert names[3] in table_
         assert all(table_[name] == table[name] for name in names)
+
+
+def test_a_scan_finds_only_what_the_index_would() -> None:
+    # A key equal to every name but hashed as an object: a dict never finds it, nor a scan.
+    class EqualToAll:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = object.__hash__
+
+    table = read_header(build(checkpoint(3), data_size(checkpoint(3)))).tensors
+    assert [EqualToAll() in table for _ in range(12)] == [False] * 12
+    assert table.get(EqualToAll()) is None  # type: ignore[call-overload]
+    # A table of entries with a repeated name answers as a dict does, from the first lookup.
+    first = TensorInfo("a", "U8", (1,), 100, 101, 100)
+    again = TensorInfo("a", "U8", (1,), 101, 102, 100)
+    of = TensorTable.of([first, again], 100)
+    assert [of["a"].start for _ in range(12)] == [101] * 12
+
+
+def test_subclasses_of_records_are_dataclasses_as_a_dataclass_subclass_is() -> None:
+    import dataclasses
+
+    for record in (TensorInfo, DtypeTotal):  # metadata asked first by the subclass
+
+        class Plain(record):  # type: ignore[valid-type,misc]
+            pass
+
+        class Slotted(record):  # type: ignore[valid-type,misc]
+            __slots__ = ("extra",)
+
+        assert dataclasses.is_dataclass(Plain)
+        names = [field.name for field in dataclasses.fields(Slotted)]
+        assert names == list(record.__slots__)
+        assert dataclasses.fields(record) == dataclasses.fields(Plain)
+    params = TensorInfo.__dataclass_params__  # type: ignore[attr-defined]
+    assert (params.frozen, params.eq, params.repr) == (True, True, False)
+    info = TensorInfo("a", "U8", (1,), 8, 9, 8)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
+        del info.name  # type: ignore[misc]
