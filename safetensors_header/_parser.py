@@ -179,6 +179,7 @@ def _decode_utf8(view: memoryview, stop: int) -> str:
 # --- the canonical reader -------------------------------------------------------------------
 
 _JSON_WHITESPACE: Final = " \t\r\n"
+_WHITESPACE_RUN: Final = re.compile("[ \t\r\n]*")  # json's own: scans without copying
 # Whitespace between two word characters would split a number or `null` in two: removing it
 # would join two tokens into one.
 _WORD_GAP: Final = re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
@@ -662,7 +663,7 @@ def _fast_columns(text: str) -> _Columns | None:
         top, end = _fast_scan(text, 0)
     except (ValueError, StopIteration):  # StopIteration: no value at 0 (or whitespace)
         return None
-    if type(top) is not dict or text[end:].strip(_JSON_WHITESPACE):
+    if type(top) is not dict or _WHITESPACE_RUN.match(text, end).end() != len(text):  # type: ignore[union-attr]
         return None
     metadata: dict[str, str] | None = None
     kept_keys = len(top)
