@@ -440,10 +440,10 @@ def _template_columns(parts: list[str]) -> _Columns | None:
     names = parts[first::_ENTRY_PARTS]
     distinct = set(names)  # (a set is half the cost of the index a lookup builds if it needs it)
     if len(distinct) != tensors or METADATA_KEY in distinct:
-        return None
+        return None  # a repeated name, or __metadata__ again or elsewhere
     del distinct
     if _has_control_character('"'.join(names)):
-        return None  # a repeated name, __metadata__ again or elsewhere, a raw control character
+        return None  # a raw control character
     try:
         dtypes = list(map(_CANONICAL_DTYPE.__getitem__, parts[first + dtype_at :: _ENTRY_PARTS]))
     except KeyError:
