@@ -33,7 +33,7 @@ def frozen_record(cls: _R) -> _R:
     """Make `cls` a frozen dataclass without importing `dataclasses` (a tenth of the import).
 
     `cls` lists its fields, in order, as ``__slots__`` (annotated) and has its own ``__init__``
-    (which sets them with ``object.__setattr__``). Added here, as ``dataclass(frozen=True)``
+    (which sets them with `_set_fields`). Added here, as ``dataclass(frozen=True)``
     would add them: ``__eq__`` and ``__hash__`` over the fields, ``__match_args__``,
     ``__replace__``, an ``__setattr__`` and ``__delattr__`` that raise
     ``dataclasses.FrozenInstanceError``; and the dataclass metadata, made by `dataclasses`
@@ -65,6 +65,15 @@ def frozen_record(cls: _R) -> _R:
     for attribute in _METADATA:
         setattr(cls, attribute, _DataclassMetadata(cls, attribute))
     return cls
+
+
+def _set_fields(record: object, cls: type, values: tuple[object, ...]) -> None:
+    """A record's ``__init__``: `cls`'s fields (its ``__slots__``, in order) from `values`.
+
+    (`cls`, not the record's type: a subclass may add slots of its own.)
+    """
+    for field, value in zip(cls.__slots__, values, strict=True):  # type: ignore[attr-defined]
+        object.__setattr__(record, field, value)
 
 
 def _refuse_assignment(self: object, name: str, value: object) -> None:
@@ -132,9 +141,7 @@ class TensorInfo:
     def __init__(  # noqa: PLR0917 - the fields, in order
         self, name: str, dtype: str, shape: tuple[int, ...], start: int, end: int, data_start: int
     ) -> None:
-        values = (name, dtype, shape, start, end, data_start)
-        for field, value in zip(TensorInfo.__slots__, values, strict=True):
-            object.__setattr__(self, field, value)
+        _set_fields(self, TensorInfo, (name, dtype, shape, start, end, data_start))
 
     @property
     def data_offsets(self) -> tuple[int, int]:
@@ -452,9 +459,7 @@ class Header:
         data_size: int,
         file_size: int | None,
     ) -> None:
-        values = (tensors, metadata, header_size, data_size, file_size)
-        for field, value in zip(Header.__slots__, values, strict=True):
-            object.__setattr__(self, field, value)
+        _set_fields(self, Header, (tensors, metadata, header_size, data_size, file_size))
 
     @property
     def data_start(self) -> int:
@@ -542,8 +547,7 @@ class DtypeTotal:
     nbytes: int
 
     def __init__(self, tensors: int, numel: int, nbytes: int) -> None:
-        for field, value in zip(DtypeTotal.__slots__, (tensors, numel, nbytes), strict=True):
-            object.__setattr__(self, field, value)
+        _set_fields(self, DtypeTotal, (tensors, numel, nbytes))
 
     def __repr__(self) -> str:
         return (

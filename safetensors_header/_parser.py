@@ -370,18 +370,29 @@ def _compact_columns(text: str) -> _Columns | None:
 
 def _compact_head(head: str) -> tuple[bool, dict[str, str] | None]:
     """Whether a compact head (``{`` or ``{"__metadata__":...,``) is one; its metadata."""
-    if head == "{":
-        return True, None
     parts = head.split('"')
-    if len(parts) < 3 or parts[0] != "{" or parts[1] != METADATA_KEY:
+    if parts[0] != "{":
         return False, None
+    first, metadata = _metadata_member(parts)  # (the marks' order rules out control characters)
+    return first == len(parts), metadata
+
+
+def _metadata_member(parts: list[str]) -> tuple[int, dict[str, str] | None]:
+    """After ``{`` (``parts[0]``, the text split at its quotes), an optional ``__metadata__``
+    member: where the first tensor's name is, 0 if the member is not one; the metadata.
+
+    Its strings are not checked for raw control characters here.
+    """
+    if len(parts) < 3 or parts[1] != METADATA_KEY:
+        return 1, None
     value = parts[2]
-    if len(parts) == 3:
-        return value in (":null,", ":{},"), None if value == ":null," else {}
-    if value != ":{":
-        return False, None
-    metadata, first = _canonical_metadata(parts)
-    return metadata is not None and first == len(parts), metadata
+    if value in (":null,", ":{},"):
+        return 3, None if value == ":null," else {}
+    if value == ":{":
+        metadata, first = _canonical_metadata(parts)
+        if metadata is not None:
+            return first, metadata
+    return 0, None
 
 
 def _without_whitespace(parts: list[str]) -> bool:
@@ -414,19 +425,9 @@ def _template_columns(parts: list[str]) -> _Columns | None:
         return None
     parts[-1] = last[:-1] + ","
     count = len(parts)
-    metadata: dict[str, str] | None = None
-    first = 1  # where the first tensor's name is
-    if parts[1] == METADATA_KEY:
-        value = parts[2]
-        if value in (":null,", ":{},"):
-            metadata = None if value == ":null," else {}
-            first = 3
-        elif value == ":{":
-            metadata, first = _canonical_metadata(parts)
-            if metadata is None or _has_control_character('"'.join(parts[3 : first - 1 : 2])):
-                return None
-        else:
-            return None
+    first, metadata = _metadata_member(parts)
+    if not first or _has_control_character('"'.join(parts[3 : first - 1 : 2])):
+        return None  # not a metadata member, or a raw control character in its strings
     tensors, rest = divmod(count - first, _ENTRY_PARTS)
     if rest or not tensors:
         return None  # a header without tensors is small: the other readers are as fast

@@ -64,6 +64,18 @@ class S3:
             self.requests.clear()
 
 
+def boto3_client(endpoint: str) -> Any:
+    """A boto3 S3 client of moto's server at `endpoint` (its fixed test credentials)."""
+    boto3 = pytest.importorskip("boto3")
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3]:
     app = moto_server.DomainDispatcherApplication(moto_server.create_backend_app)
@@ -80,14 +92,7 @@ def s3() -> Iterator[S3]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     state.endpoint = f"http://127.0.0.1:{server.server_port}"
-    boto3 = pytest.importorskip("boto3")
-    client = boto3.client(
-        "s3",
-        endpoint_url=state.endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = boto3_client(state.endpoint)
     client.create_bucket(Bucket=BUCKET)
     client.put_object(Bucket=BUCKET, Key="one.safetensors", Body=ONE_FILE)
     client.put_object(Bucket=BUCKET, Key="long.safetensors", Body=LONG_FILE)
@@ -236,14 +241,7 @@ def test_missing_object_is_file_not_found(store: Any, options: dict[str, Any]) -
 def test_s3fs_empty_objects_and_ranges_past_the_end(s3: S3, options: dict[str, Any]) -> None:
     # s3fs refuses a range that starts at the end (EINVAL) where other filesystems give b"":
     # the verdicts are the same as from every other source.
-    boto3 = pytest.importorskip("boto3")
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = boto3_client(s3.endpoint)
     client.put_object(Bucket=BUCKET, Key="empty.safetensors", Body=b"")
     client.put_object(Bucket=BUCKET, Key="empty/model.safetensors.index.json", Body=b"")
     with pytest.raises(HeaderError) as info:
