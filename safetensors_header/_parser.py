@@ -261,7 +261,9 @@ def _canonical_columns(text: str) -> _Columns | None:
        level, where serde keeps the last and json the last too, but the layout check would
        see only one. Keys repeated inside ``__metadata__`` keep the last value in both.
     5. Every number is an integer in 0..2^64-1, which serde reads as a u64 (not a float);
-       dtypes are looked up in the table of the 22 names.
+       dtypes are looked up in the table of the 22 names. Offsets in the order of the data
+       (the usual file) are instead compared, as text, with the layout the sizes chain
+       into (`_chained_ends`), which proves them and the layout at once.
 
     Anything else, and every document that is not valid, returns None: the json and exact
     readers decide it, with their messages.
@@ -299,6 +301,7 @@ _NOT_CONTROL: Final = bytes(range(0x20, 0x100))  # UTF-8 puts no byte below 0x80
 # Below this many characters, `_template_columns` reads the compact form faster (measured: it
 # makes 10 strings per tensor to `_compact_columns`' 4, but four replaces cost ~1 ns a byte).
 _COMPACT_MIN: Final = 2 * 2**20
+_PIECES: Final = ("", '"', "")  # the offsets' form for `_chained_ends`: "B,E" joined by '"'
 _OFFSET_PAIRS: Final = re.compile(rf'(?:{_DIGITS},{_DIGITS}")*{_POSSESSIVE}')
 
 
@@ -327,7 +330,8 @@ def _compact_columns(text: str) -> _Columns | None:
        lists of integers of at most 20 digits, with no leading zero; offsets are two such
        integers. So the text is that document, which is valid JSON; numbers are checked to
        be at most 2^64-1 (shapes here, offsets by the layout check), so serde reads each
-       as a u64.
+       as a u64. (Offsets in the order of the data are checked instead by writing the
+       layout the sizes chain into and comparing texts, `_chained_ends`.)
     """
     if any(mark in text for _, mark in _MARKS) or not text.endswith("]}}"):
         return None
@@ -355,15 +359,20 @@ def _compact_columns(text: str) -> _Columns | None:
     except KeyError:
         return None
     shaped = _canonical_shapes(pieces[2::4])
-    # "B,E" pieces joined with '"', which none holds: the pattern matches piece by piece.
+    if shaped is None:
+        return None
+    shapes, counts, count_of = shaped
+    # "B,E" pieces joined with '"', which none holds.
     offsets = '"'.join(pieces[3::4])
-    if shaped is None or not _OFFSET_PAIRS.fullmatch(offsets + '"'):
+    ends = _chained_ends(dtypes, counts, offsets, _PIECES)
+    if ends is not None:
+        return names, dtypes, shapes, [0, *ends[:-1]], ends, metadata
+    if not _OFFSET_PAIRS.fullmatch(offsets + '"'):  # matches piece by piece
         return None
     try:  # one scan of a JSON array, which rejects a leading zero
         values: list[int] = _scan("[" + offsets.replace('"', ",") + "]", 0)[0]
     except ValueError:
         return None
-    shapes, counts, count_of = shaped
     columns = (names, dtypes, shapes, values[0::2], values[1::2], metadata)
     return _in_order(columns, counts, count_of)
 
@@ -453,12 +462,20 @@ def _template_columns(parts: list[str]) -> _Columns | None:
     shaped = _canonical_shapes(
         parts[first + shape_at :: _ENTRY_PARTS], "}," if last_field == "shape" else ","
     )
-    offsets = _canonical_offsets(
-        parts[first + offsets_at :: _ENTRY_PARTS], "}," if last_field == "data_offsets" else ","
-    )
-    if shaped is None or offsets is None:
+    if shaped is None:
         return None
     shapes, counts, count_of = shaped
+    separator = "}," if last_field == "data_offsets" else ","
+    # No part holds a '"' (they come from splitting at them): joined with '"', each '"' is
+    # where a part ends.
+    joined = '"'.join(parts[first + offsets_at :: _ENTRY_PARTS])
+    closing = "]" + separator
+    ends = _chained_ends(dtypes, counts, joined, (":[", closing + '":[', closing))
+    if ends is not None:
+        return names, dtypes, shapes, [0, *ends[:-1]], ends, metadata
+    offsets = _canonical_offsets(joined, separator)
+    if offsets is None:
+        return None
     return _in_order(
         (names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), counts, count_of
     )
@@ -540,11 +557,10 @@ _OFFSET_PARTS: Final = {
 _SPACES_FOR_MARKUP: Final = str.maketrans(':[]}"', "     ")  # all that is not a number or ','
 
 
-def _canonical_offsets(column: list[str], separator: str) -> list[int] | None:
-    """The ``:[begin,end]`` parts as one flat list of integers; None if not so."""
-    # No part holds a '"' (they come from splitting at them): joined with '"', each '"' is
-    # where a part ends, and a pattern ending in '"' with no other '"' matches part by part.
-    joined = '"'.join(column)
+def _canonical_offsets(joined: str, separator: str) -> list[int] | None:
+    """The ``:[begin,end]`` parts (joined with '"') as one flat list of integers; None if not
+    so."""
+    # A pattern ending in '"' with no other '"' matches part by part.
     if not _OFFSET_PARTS[separator].fullmatch(joined + '"'):
         return None
     # ':[0,8]},":[8,32]},' -> "  0,8  ,   8,32  ": one scan of a JSON array of integers,
@@ -555,6 +571,42 @@ def _canonical_offsets(column: list[str], separator: str) -> list[int] | None:
     except ValueError:
         return None
     return values
+
+
+def _chained_ends(
+    dtypes: list[str], counts: list[int] | None, joined: str, form: tuple[str, str, str]
+) -> list[int] | None:
+    """The rows' ends when their offsets are exactly the layout their sizes chain into; else
+    None (the offsets are then read and checked as they are).
+
+    `joined` is the rows' offsets text in a `form` (opening, between, closing): the opening,
+    then ``B,E`` per row, joined by the between, then the closing. `counts` are the rows'
+    element counts (None: see `_element_counts`).
+
+    Why this is what reading the offsets and checking them would give: the sizes (exact
+    counts times whole bytes) chain into begins 0, E0, E1, ... and ends E0, E1, E2, ...;
+    with the last end below 2^61 no size in bits overflows 64 bits. When the text is these
+    numbers written as JSON writes them (str(int): no sign, no leading zero), it holds
+    exactly those u64 offsets, so the rows are chained (each begins where the previous one
+    ends, the first at 0) and every span is its size: the reference's walk passes them in
+    this order. Writing the numbers costs about what reading them would, but there are half
+    as many (each end is the next begin) and no pattern or chain check is left to run.
+    """
+    opening, between, closing = form
+    if counts is None or not joined.startswith(opening + "0,"):
+        return None  # (a file out of offset order usually fails here, at no cost)
+    if not _SUB_BYTE_DTYPES.isdisjoint(dtypes):
+        return None  # sizes in bits: `_sizes_match` checks those
+    ends = list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes))))
+    if ends[-1] > U64_MAX >> 3:
+        return None
+    texts = list(map(str, ends))
+    rows = len(texts)
+    items = [between] * (4 * rows - 1)  # B "," E between B "," E ... E
+    items[0::4] = ["0", *texts[:-1]]
+    items[1::4] = [","] * rows
+    items[2::4] = texts
+    return ends if joined == opening + "".join(items) + closing else None
 
 
 def _has_control_character(strings: str) -> bool:

@@ -12,7 +12,7 @@ import re
 import stat
 from functools import partial
 
-from ._format import MAX_HEADER_SIZE, bytes_needed
+from ._format import HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed
 from ._parser import parse_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -197,7 +197,19 @@ def read_header(
             read_file = partial(os.read, descriptor)
             if stat.S_ISREG(mode):
                 # Most headers in one read: a few KiB more cost less than a second system call.
-                ahead = read_at_most(read_file, min(status.st_size, _FILE_FIRST_READ))
+                ahead = os.read(descriptor, min(status.st_size, _FILE_FIRST_READ))
+                if len(ahead) >= HEADER_LENGTH_SIZE:  # (fewer: a file shrunk since the fstat)
+                    end = HEADER_LENGTH_SIZE + int.from_bytes(ahead[:HEADER_LENGTH_SIZE], "little")
+                    if end <= len(ahead):
+                        return parse_header(ahead, file_size=size, max_header_size=max_header_size)
+                    if end - HEADER_LENGTH_SIZE <= max_header_size and end <= status.st_size:
+                        # The rest of a longer header: the whole of it read again in one call,
+                        # rather than the rest read and joined (a copy more).
+                        whole = _read_from_start(descriptor, end)
+                        if len(whole) == end:
+                            return parse_header(
+                                whole, file_size=size, max_header_size=max_header_size
+                            )
                 return _read_stream(read_file, size, max_header_size, ahead)
             # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
             size = None
@@ -220,6 +232,16 @@ def read_header(
         ) from None
     with view:
         return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
+
+
+def _read_from_start(descriptor: int, count: int) -> bytes:
+    """Up to `count` bytes from the file's offset 0, leaving the descriptor's offset alone."""
+    if _pread is None:  # (Windows)
+        return b""
+    return _pread(descriptor, count, 0)
+
+
+_pread: Callable[[int, int, int], bytes] | None = getattr(os, "pread", None)
 
 
 def in_store(source: object) -> bool:

@@ -50,10 +50,19 @@ def exact(text: str) -> object:
 
 def canonical(text: str) -> object:
     """The canonical reader's columns, both of its forms checked: where the compact form's
-    reader (used on texts of 2 MiB and more) answers, the general one answers the same."""
+    reader (used on texts of 2 MiB and more) answers, the general one answers the same; and
+    each answers the same without its shortcut for offsets in order (`_chained_ends`)."""
     found = _parser._canonical_columns(text)
     compact = None if "\\" in text else _parser._compact_columns(text.rstrip(" \t\r\n"))
     assert compact is None or compact == found, (text, compact, found)
+    shortcut = _parser._chained_ends
+    try:
+        _parser._chained_ends = lambda *arguments: None  # type: ignore[assignment]
+        assert _parser._canonical_columns(text) == found, text
+        if compact is not None:
+            assert _parser._compact_columns(text.rstrip(" \t\r\n")) == compact, text
+    finally:
+        _parser._chained_ends = shortcut
     return found
 
 
@@ -258,6 +267,46 @@ def test_canonical_reader_steps_aside_on_hostile_parts() -> None:
         is None
     )
     assert canonical(two + '"data_offsets":[1,2],[3,4]}}') is None
+
+
+def test_offsets_in_order_are_checked_by_writing_them() -> None:
+    """`_chained_ends` answers only for the exact text the sizes chain into, as JSON has it."""
+    ends, pieces, parts = _parser._chained_ends, _parser._PIECES, (":[", ']},":[', "]},")
+    dtypes, counts = ["F32", "U8", "BF16"], [2, 0, 3]  # sizes 8, 0, 6
+    assert ends(dtypes, counts, '0,8"8,8"8,14', pieces) == [8, 8, 14]
+    assert ends(dtypes, counts, ':[0,8]},":[8,8]},":[8,14]},', parts) == [8, 8, 14]
+    for near in ['0,8"8,8"8,15', '0,8"08,8"8,14', '0,8"8,8"8,14 ', '0,8"8,8,"8,14', '1,8"8,8"8,14']:
+        assert ends(dtypes, counts, near, pieces) is None, near
+    assert ends(dtypes, None, '0,8"8,8"8,14', pieces) is None  # counts undecided
+    assert ends(["F4", "U8", "BF16"], [16, 0, 3], '0,8"8,8"8,14', pieces) is None  # bits
+    big = 2**61 // 4  # the last end at 2^61: bit counts could overflow
+    assert ends(["F32"], [big], f"0,{4 * big}", pieces) is None
+    assert ends(["F32"], [big - 1], f"0,{4 * big - 4}", pieces) == [4 * big - 4]
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [
+        pytest.param([[0, 1], [1, 3]], id="in-order"),
+        pytest.param([[1, 3], [0, 1]], id="out-of-order"),
+        pytest.param([[0, 1], [1, 4]], id="wrong-size"),
+        pytest.param([[0, 1], [2, 4]], id="gap"),
+        pytest.param([[0, 1], [1, 1]], id="zero-size-where-two-bytes-are-due"),
+    ],
+)
+def test_offsets_in_order_or_not_through_both_forms(offsets: list[list[int]]) -> None:
+    header = {
+        "a": tensor("U8", [1], *offsets[0]),
+        "b": tensor("U16", [1], *offsets[1]),
+    }
+    text = json.dumps(header, separators=(",", ":"))
+    found = canonical(text)  # (and the same without the shortcut)
+    data = build(text, max(end for _, end in offsets))
+    if offsets[0][0] == 0 and offsets[1] == [1, 3]:
+        assert found is not None  # valid and in the canonical form: read by the shortcut
+    if found is not None:
+        assert found == exact(text)
+    assert (verdict(data) if isinstance(verdict(data), str) else None) == reference_kind(data)
 
 
 # --- all three readers against the reference, on generated and mutated documents ---------------

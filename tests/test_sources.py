@@ -14,6 +14,7 @@ import pytest
 from helpers import build, tensor
 
 from safetensors_header import HeaderError, parse_header, read_header
+from safetensors_header import _sources as sources
 
 DATA = Path(__file__).parent / "data"
 GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)
@@ -177,6 +178,43 @@ def test_unsupported_source_is_a_type_error() -> None:
         TypeError, match="path, a URL, a bytes-like object, a binary file object or a"
     ):
         read_header(42)  # type: ignore[arg-type]
+
+
+def _long_header_file(tensors: int = 600) -> bytes:
+    """A valid file whose header is longer than the first read of a regular file (16 KiB)."""
+    header = {f"layer.{i}.weight": tensor("F32", [2], 8 * i, 8 * i + 8) for i in range(tensors)}
+    return build(header, 8 * tensors, pad=True)
+
+
+def test_a_header_longer_than_the_first_read(tmp_path: Path) -> None:
+    data = _long_header_file()
+    assert int.from_bytes(data[:8], "little") > sources._FILE_FIRST_READ
+    path = tmp_path / "long.safetensors"
+    path.write_bytes(data)
+    expected = parse_header(data, file_size=len(data))
+    assert read_header(path) == expected
+    # Where os.pread is missing (Windows), or reads short (a file truncated meanwhile), the
+    # rest is read as from a stream: the same header.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sources, "_pread", None)
+        assert read_header(path) == expected
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sources, "_pread", lambda descriptor, count, offset: data[: count - 1])
+        assert read_header(path) == expected
+
+
+def test_a_long_header_past_the_file_or_the_limit(tmp_path: Path) -> None:
+    data = _long_header_file()
+    header_size = int.from_bytes(data[:8], "little")
+    path = tmp_path / "cut.safetensors"
+    path.write_bytes(data[: 8 + header_size - 1])  # ends inside the header
+    with pytest.raises(HeaderError) as info:
+        read_header(path)
+    assert info.value.kind == "InvalidHeaderLength"
+    path.write_bytes(data)
+    with pytest.raises(HeaderError) as info:
+        read_header(path, max_header_size=header_size - 1)
+    assert info.value.kind == "HeaderTooLarge"
 
 
 def test_missing_path_is_an_os_error(tmp_path: Path) -> None:
