@@ -3,6 +3,7 @@
     python benchmarks/bench_read_header.py                    # 10, 1,000 and 100,000 tensors
     python benchmarks/bench_read_header.py --sizes 1000000 --repeat 5   # the million (slow)
     python benchmarks/bench_read_header.py --no-memory        # skip the peak-RSS subprocesses
+    python benchmarks/bench_read_header.py --processes 5      # 5 fresh processes: medians, ranges
 
 Only the public API of `safetensors_header` is used, so the script measures any version of
 the core alike.
@@ -42,6 +43,12 @@ medians:
 * ``one: reference``: ``with safe_open(str(path), "np") as f``: ``f.get_slice(name)``, its
   ``get_dtype()`` and ``get_shape()``, for the same name (no ``keys()``, which sorts every
   name; no ``metadata()``).
+
+**Processes**: with ``--processes K`` the rounds run in K fresh processes, one after the
+other, and the tables show the median of their medians, each ratio as the median of the K
+processes' ratios with their range. A process's hash seed and memory layout move its ratios
+by several percent (measured: one tensor of 1,000 at 0.85x in one process, 1.06x in another),
+more than the rounds' medians move within one.
 
 **Targets** (printed next to the ratios): ``read_header`` at most 1.0x the reference at 1,000
 and 100,000 tensors and 1.3x at 10; one tensor at most 1.0x the reference's one tensor at
@@ -284,6 +291,35 @@ def measure(candidates: dict[str, Candidate], repeat: int) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in times.items()}
 
 
+_MEASURE_PROBE = """
+import json, sys
+sys.path.insert(0, {folder!r})
+from pathlib import Path
+import bench_read_header as bench
+path, name = Path({path!r}), {name!r}
+candidates = {{label: make(path, name) for label, make in bench.CANDIDATES.items()}}
+print(json.dumps(bench.measure(candidates, {repeat!r})))
+"""
+
+
+def measure_in_processes(
+    path: Path, name: str, repeat: int, processes: int
+) -> list[dict[str, float]]:
+    """`measure` in `processes` fresh processes, one after the other: each its own hash seed
+    and memory layout, which move a process's ratios by several percent (measured)."""
+    code_for = _MEASURE_PROBE.format
+    code = code_for(
+        folder=str(Path(__file__).resolve().parent), path=str(path), name=name, repeat=repeat
+    )
+    results = []
+    for _ in range(processes):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        results.append(json.loads(out.stdout))
+    return results
+
+
 _RSS_PROBE = """
 import sys
 sys.path.insert(0, {folder!r})
@@ -352,6 +388,14 @@ def main() -> int:
         help="round-robin rounds at least (default 21; small headers get more, see rounds())",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS probes")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="measure in this many fresh processes, one after the other, and print the "
+        "median of their medians and of their ratios, with the ratios' range (default 1: "
+        "in this process)",
+    )
     args = parser.parse_args()
     try:
         import safetensors
@@ -365,9 +409,10 @@ def main() -> int:
         f"{Path(safetensors_header.__file__ or '?').parent}, {os.cpu_count()} cores"
     )
     plan = ", ".join(f"{rounds(count, args.repeat)} at {count:,}" for count in sizes)
-    print(f"medians of interleaved rounds ({plan} tensors), times in ms")
+    where = f" in each of {args.processes} processes" if args.processes > 1 else ""
+    print(f"medians of interleaved rounds ({plan} tensors){where}, times in ms")
     print()
-    results: list[tuple[int, str, int, dict[str, float], list[float]]] = []
+    results: list[tuple[int, str, int, list[dict[str, float]], list[float]]] = []
     started, load_at_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         for count in sizes:
@@ -376,11 +421,16 @@ def main() -> int:
                 path = Path(folder) / f"{count}-{style}.safetensors"
                 size = write_file(path, count, style)
                 check_agree(path, name)
-                candidates = {label: make(path, name) for label, make in CANDIDATES.items()}
-                medians = measure(candidates, rounds(count, args.repeat))
-                del candidates  # the json.loads candidate holds the header bytes
+                if args.processes > 1:
+                    runs = measure_in_processes(
+                        path, name, rounds(count, args.repeat), args.processes
+                    )
+                else:
+                    candidates = {label: make(path, name) for label, make in CANDIDATES.items()}
+                    runs = [measure(candidates, rounds(count, args.repeat))]
+                    del candidates  # the json.loads candidate holds the header bytes
                 peaks = [] if args.no_memory else [peak_rss_mib(c, path, name) for c in CANDIDATES]
-                results.append((count, style, size, medians, peaks))
+                results.append((count, style, size, runs, peaks))
                 path.unlink()
 
     labels = list(CANDIDATES)
@@ -389,7 +439,8 @@ def main() -> int:
         head.append("peak RSS MiB (" + " / ".join(labels) + ")")
     print(row(head))
     print(row(["---:", "---"] + ["---:"] * (1 + len(labels)) + ["---"] * (not args.no_memory)))
-    for count, style, size, medians, peaks in results:
+    for count, style, size, runs, peaks in results:
+        medians = {c: statistics.median(run[c] for run in runs) for c in labels}
         cells = [f"{count:,}", style, f"{size:,}", *(milliseconds(medians[c]) for c in labels)]
         if peaks:
             cells.append(" / ".join(f"{peak:.1f}" for peak in peaks))
@@ -400,11 +451,13 @@ def main() -> int:
         head += [f"{top} / {bottom}", "target"] if _ else [f"{top} / {bottom}"]
     print(row(head))
     print(row(["---:", "---"] + ["---:" if "/" in cell else "---" for cell in head[2:]]))
-    for count, style, _size, medians, _peaks in results:
+    for count, style, _size, runs, _peaks in results:
         cells = [f"{count:,}", style]
         for top, bottom, targets in RATIOS:
-            ratio = medians[top] / medians[bottom]
-            cells.append(f"{ratio:.2f}x")
+            ratios = [run[top] / run[bottom] for run in runs]
+            ratio = statistics.median(ratios)
+            spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+            cells.append(f"{ratio:.2f}x{spread}")
             if targets:
                 cells.append(verdict(ratio, targets.get(count)))
         print(row(cells))

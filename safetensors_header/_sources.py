@@ -1,7 +1,8 @@
 """Where header bytes come from: paths, URLs, object stores, bytes and binary file objects.
 
-Each source asks `bytes_needed` how much to read, reads exactly that (the 8 + N header bytes,
-never the data buffer) and calls `parse_header` once.
+Each source asks `bytes_needed` how much to read, reads that (the 8 + N header bytes, never
+the data buffer beyond a first read: up to 16 KiB of a local file, `first_read` bytes of a
+URL) and calls `parse_header` once.
 """
 
 from __future__ import annotations
@@ -147,10 +148,12 @@ def read_header(
         storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs`` (credentials,
             an ``endpoint_url``, ...).
 
-    The URL options are ignored for other sources, so that one call can serve both. Only the
-    first ``8 + N`` bytes are read, never the data buffer; the file size (from the file system,
-    by seeking, or from ``Content-Range``/``Content-Length``) is used to check that the
-    tensors cover the data exactly. A server that gives no size leaves ``file_size`` ``None``.
+    The URL options are ignored for other sources, so that one call can serve both. The
+    header is read, not the data buffer: a local file's first read is of up to 16 KiB (then
+    exactly the rest of a longer header), a stream's exactly ``8 + N`` bytes, a URL's
+    `first_read` bytes (then exactly the rest). The file size (from the file system, by
+    seeking, or from ``Content-Range``/``Content-Length``) is used to check that the tensors
+    cover the data exactly. A server that gives no size leaves ``file_size`` ``None``.
 
     Raises:
         HeaderError: The file is not a valid safetensors file; ``kind`` is the reference's
