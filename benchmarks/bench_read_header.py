@@ -47,8 +47,8 @@ medians:
 **Processes**: with ``--processes K`` the rounds run in K fresh processes, one after the
 other, and the tables show the median of their medians, each ratio as the median of the K
 processes' ratios with their range. A process's hash seed and memory layout move its ratios
-by several percent (measured: one tensor of 1,000 at 0.85x in one process, 1.06x in another),
-more than the rounds' medians move within one.
+by several percent (measured: the same code's one-tensor ratio at 1,000 tensors was 0.97x,
+1.01x and 1.06x in three single-process runs), more than the rounds' medians move within one.
 
 **Targets** (printed next to the ratios): ``read_header`` at most 1.0x the reference at 1,000
 and 100,000 tensors and 1.3x at 10; one tensor at most 1.0x the reference's one tensor at
