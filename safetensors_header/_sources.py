@@ -201,7 +201,7 @@ def read_header(
             if stat.S_ISREG(mode):
                 # Most headers in one read: a few KiB more cost less than a second system call.
                 ahead = os.read(descriptor, min(status.st_size, _FILE_FIRST_READ))
-                if len(ahead) >= HEADER_LENGTH_SIZE:  # (fewer: a file shrunk since the fstat)
+                if len(ahead) >= HEADER_LENGTH_SIZE:  # (else a tiny file, or one cut since)
                     end = HEADER_LENGTH_SIZE + int.from_bytes(ahead[:HEADER_LENGTH_SIZE], "little")
                     if end <= len(ahead):
                         return parse_header(ahead, file_size=size, max_header_size=max_header_size)
