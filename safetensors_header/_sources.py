@@ -13,7 +13,7 @@ import re
 import stat
 from functools import partial
 
-from ._format import HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed
+from ._format import MAX_HEADER_SIZE, bytes_needed
 from ._parser import parse_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -201,18 +201,15 @@ def read_header(
             if stat.S_ISREG(mode):
                 # Most headers in one read: a few KiB more cost less than a second system call.
                 ahead = os.read(descriptor, min(status.st_size, _FILE_FIRST_READ))
-                if len(ahead) >= HEADER_LENGTH_SIZE:  # (else a tiny file, or one cut since)
-                    end = HEADER_LENGTH_SIZE + int.from_bytes(ahead[:HEADER_LENGTH_SIZE], "little")
-                    if end <= len(ahead):
-                        return parse_header(ahead, file_size=size, max_header_size=max_header_size)
-                    if end - HEADER_LENGTH_SIZE <= max_header_size and end <= status.st_size:
-                        # The rest of a longer header: the whole of it read again in one call,
-                        # rather than the rest read and joined (a copy more).
-                        whole = _read_from_start(descriptor, end)
-                        if len(whole) == end:
-                            return parse_header(
-                                whole, file_size=size, max_header_size=max_header_size
-                            )
+                need = bytes_needed(ahead, file_size=size, max_header_size=max_header_size)
+                if need <= len(ahead):
+                    return parse_header(ahead, file_size=size, max_header_size=max_header_size)
+                # The rest of a longer header: the whole of it read again in one call, rather
+                # than the rest read and joined (a copy more). A short read (no pread, or a
+                # file cut meanwhile) goes on as a stream from where the first read ended.
+                whole = _read_from_start(descriptor, need)
+                if len(whole) == need:
+                    return parse_header(whole, file_size=size, max_header_size=max_header_size)
                 return _read_stream(read_file, size, max_header_size, ahead)
             # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
             size = None
