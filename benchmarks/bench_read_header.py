@@ -307,17 +307,18 @@ def measure_in_processes(
 ) -> list[dict[str, float]]:
     """`measure` in `processes` fresh processes, one after the other: each its own hash seed
     and memory layout, which move a process's ratios by several percent (measured)."""
-    code_for = _MEASURE_PROBE.format
-    code = code_for(
-        folder=str(Path(__file__).resolve().parent), path=str(path), name=name, repeat=repeat
-    )
-    results = []
-    for _ in range(processes):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        )
-        results.append(json.loads(out.stdout))
-    return results
+    return [
+        json.loads(run_probe(_MEASURE_PROBE, path=str(path), name=name, repeat=repeat))
+        for _ in range(processes)
+    ]
+
+
+def run_probe(template: str, **fields: object) -> str:
+    """Run a probe's code (`template` filled with `fields` and this folder) in a fresh
+    process; what it printed."""
+    code = template.format(folder=str(Path(__file__).resolve().parent), **fields)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout
 
 
 _RSS_PROBE = """
@@ -346,11 +347,7 @@ def peak_rss_kib() -> int:
 
 def peak_rss_mib(label: str, path: Path, name: str) -> float:
     """Peak RSS growth over one call of candidate `label`, in a fresh process, in MiB."""
-    code = _RSS_PROBE.format(
-        folder=str(Path(__file__).resolve().parent), label=label, path=str(path), name=name
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return int(out.stdout) / 1024
+    return int(run_probe(_RSS_PROBE, label=label, path=str(path), name=name)) / 1024
 
 
 def milliseconds(seconds: float) -> str:
