@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
 __all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]
-__all__ += ["header_past_the_end", "header_too_large", "header_too_small"]
+__all__ += ["header_end", "header_past_the_end", "header_too_large", "header_too_small"]
 
 HEADER_LENGTH_SIZE: Final = 8  # the little-endian u64 N that opens every file (§1.1)
 MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.4)
@@ -172,15 +172,12 @@ def bytes_needed(
             `max_header_size`), ``InvalidHeaderLength`` (``8 + N`` past the end of the file).
             Never for a stream whose end is not known yet, except ``HeaderTooLarge``.
     """
+    stop = header_end(prefix, file_size, max_header_size)
+    if stop is not None:
+        return stop
     have = len(prefix)
     if have < HEADER_LENGTH_SIZE and (file_size is None or file_size >= HEADER_LENGTH_SIZE):
         return HEADER_LENGTH_SIZE
-    if have >= HEADER_LENGTH_SIZE:
-        header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
-        stop = HEADER_LENGTH_SIZE + header_size
-        # The common case, without building an error: the checks of `length_fault`.
-        if header_size <= max_header_size and (file_size is None or stop <= file_size):
-            return stop
     # A bad length prefix: first the bytes that let the hint say what the file is instead.
     enough = SNIFF_SIZE if file_size is None else min(file_size, SNIFF_SIZE)
     if have < enough:
@@ -188,6 +185,21 @@ def bytes_needed(
     fault = length_fault(prefix, file_size, max_header_size)
     assert fault is not None  # the prefix is bad: see above
     raise fault
+
+
+def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int | None:
+    """``8 + N`` when `prefix` opens with a sound length prefix, else ``None``.
+
+    Sound: the 8 bytes are there, N is at most `max_header_size` (§1.4) and the header ends
+    within `bound`, the file's size (§1.5; ``None``: a stream, whose end is not known yet).
+    The one home of the length rules' common case; `length_fault` tells the faults apart.
+    """
+    if len(prefix) >= HEADER_LENGTH_SIZE:
+        header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+        stop = HEADER_LENGTH_SIZE + header_size
+        if header_size <= max_header_size and (bound is None or stop <= bound):
+            return stop
+    return None
 
 
 def length_fault(

@@ -50,6 +50,8 @@ from ._format import (
     METADATA_KEY,
     TENSOR_FIELDS,
     U64_MAX,
+    bytes_needed,
+    header_end,
     length_fault,
 )
 from ._header import TensorTable, make_header, shown_shape
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
 
     _T = TypeVar("_T")
 
-__all__ = ["JsonObject", "decode_pairs", "parse_header"]
+__all__ = ["JsonObject", "decode_pairs", "parse_file_start", "parse_header"]
 
 _SMALL_TEXT: Final = 2048  # characters: below, the json reader is faster than the canonical one
 _I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.7)
@@ -121,6 +123,28 @@ def parse_header(
             raise TypeError("parse_header() needs a C-contiguous bytes-like object") from None
         with view:
             header_size, text = _split(view, file_size, max_header_size)
+    return _read_text(text, header_size, file_size)
+
+
+def parse_file_start(data: bytes, file_size: int, limit: int) -> Header | int:
+    """`parse_header` of a file's first bytes `data`, for a reader that knows the file's size
+    and can read more: the `Header` when `data` holds the whole header, else the number of
+    bytes from offset 0 it takes (`bytes_needed`'s answer: read them and call again, or
+    hand what the file gives to `parse_header`). Raises what the length prefix decides.
+
+    The same verdicts as `parse_header`, without its buffer handling: a local file's read,
+    the common case of `read_header`.
+    """
+    stop = header_end(data, file_size, limit)
+    if stop is None:  # a bad length prefix: its verdict, or the few more bytes that tell it
+        return bytes_needed(data, file_size=file_size, max_header_size=limit)
+    if stop > len(data):
+        return stop
+    return _read_text(_decode_utf8(memoryview(data), stop), stop - HEADER_LENGTH_SIZE, file_size)
+
+
+def _read_text(text: str, header_size: int, file_size: int | None) -> Header:
+    """The `Header` of a decoded header text (`header_size`: N, the file's size if known)."""
     # A small header goes straight to json's decoder: it is faster there (measured), and makes
     # too few objects to matter to the collector.
     columns = None if len(text) < _SMALL_TEXT else _canonical_columns(text)
@@ -132,14 +156,12 @@ def parse_header(
 def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
     """The reference's checks 1-4 (§1.2): the length prefix, its limit, the file size, UTF-8."""
     have = len(view)
-    if have >= HEADER_LENGTH_SIZE:  # the usual case first, without `length_fault`'s calls
-        header_size = int.from_bytes(view[:HEADER_LENGTH_SIZE], "little")
-        stop = HEADER_LENGTH_SIZE + header_size
-        if header_size <= limit and stop <= (have if file_size is None else file_size):
-            if stop > have:
-                _prefix_too_short(have, stop)
-            return header_size, _decode_utf8(view, stop)
-    elif file_size is not None and file_size >= HEADER_LENGTH_SIZE:
+    stop = header_end(view, have if file_size is None else file_size, limit)
+    if stop is not None:
+        if stop > have:
+            _prefix_too_short(have, stop)
+        return stop - HEADER_LENGTH_SIZE, _decode_utf8(view, stop)
+    if have < HEADER_LENGTH_SIZE and file_size is not None and file_size >= HEADER_LENGTH_SIZE:
         _prefix_too_short(have, HEADER_LENGTH_SIZE)
     fault = length_fault(view, file_size, limit)
     assert fault is not None  # a sound length prefix returned above

@@ -14,7 +14,7 @@ import stat
 from functools import partial
 
 from ._format import MAX_HEADER_SIZE, bytes_needed
-from ._parser import parse_header
+from ._parser import parse_file_start, parse_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -168,57 +168,27 @@ def read_header(
         TypeError: ``source`` is none of the above.
         ValueError: A URL option is out of range, or the URL is malformed.
     """
-    # A str is a URL only with "://" in it (a local path is the common case: one check).
-    if not isinstance(source, str) or "://" in source:
-        if isinstance(source, str) and is_url(source):
-            from ._remote import read_url
+    if isinstance(source, str):
+        # A str is a URL only with "://" in it (a local path is the common case: one check).
+        if "://" in source:
+            if is_url(source):
+                from ._remote import read_url
 
-            return read_url(
-                source,
-                max_header_size=max_header_size,
-                headers=headers,
-                timeout=timeout,
-                first_read=first_read,
-                retries=retries,
-            )
-        if in_store(source):
-            from . import _stores  # fsspec and obstore: only for such sources
-
-            if first_read < 8:
-                raise ValueError(f"first_read must be at least 8 bytes, not {first_read}")
-            return _stores.read_store_header(
-                _stores.target(source, storage_options),  # type: ignore[arg-type]
-                max_header_size=max_header_size,
-                first_read=first_read,
-            )
-    if isinstance(source, (str, os.PathLike)):
-        # The descriptor itself (no file object: a tenth of a small header's time).
-        descriptor = os.open(source, _OPEN_FLAGS)
-        try:
-            mode = (status := os.fstat(descriptor)).st_mode
-            size: int | None = status.st_size
-            read_file = partial(os.read, descriptor)
-            if stat.S_ISREG(mode):
-                # Most headers in one read: a few KiB more cost less than a second system call.
-                ahead = os.read(descriptor, min(status.st_size, _FILE_FIRST_READ))
-                need = bytes_needed(ahead, file_size=size, max_header_size=max_header_size)
-                if need <= len(ahead):
-                    return parse_header(ahead, file_size=size, max_header_size=max_header_size)
-                # The rest of a longer header: the whole of it read again in one call, rather
-                # than the rest read and joined (a copy more). A short read (no pread, or a
-                # file cut meanwhile) goes on as a stream from where the first read ended.
-                whole = _read_from_start(descriptor, need)
-                if len(whole) == need:
-                    return parse_header(whole, file_size=size, max_header_size=max_header_size)
-                return _read_stream(read_file, size, max_header_size, ahead)
-            # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
-            size = None
-            if stat.S_ISBLK(mode):  # a block device: its size is where seeking ends
-                size = os.lseek(descriptor, 0, os.SEEK_END)
-                os.lseek(descriptor, 0, os.SEEK_SET)
-            return _read_stream(read_file, size, max_header_size)
-        finally:
-            os.close(descriptor)
+                return read_url(
+                    source,
+                    max_header_size=max_header_size,
+                    headers=headers,
+                    timeout=timeout,
+                    first_read=first_read,
+                    retries=retries,
+                )
+            if in_store(source):
+                return _read_store(source, max_header_size, first_read, storage_options)
+        return _read_path(source, max_header_size)
+    if hasattr(source, "__fspath__"):  # os.PathLike, as os.open takes it (no ABC check)
+        return _read_path(source, max_header_size)  # type: ignore[arg-type]
+    if in_store(source):
+        return _read_store(source, max_header_size, first_read, storage_options)
     try:
         # Bytes-like first: an mmap also has read(), but its buffer is the whole file.
         view = memoryview(source)  # type: ignore[arg-type]
@@ -232,6 +202,52 @@ def read_header(
         ) from None
     with view:
         return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
+
+
+def _read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> Header:
+    """A local file's header: a regular file's from its first read (and, for a longer header,
+    one more), anything else's as a stream."""
+    # The descriptor itself (no file object: a tenth of a small header's time).
+    descriptor = os.open(path, _OPEN_FLAGS)
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISREG(status.st_mode):
+            size = status.st_size
+            # Most headers in one read: a few KiB more cost less than a second system call.
+            ahead = os.read(descriptor, min(size, _FILE_FIRST_READ))
+            parsed = parse_file_start(ahead, size, limit)
+            if not isinstance(parsed, int):
+                return parsed
+            # The rest of a longer header: the whole of it read again in one call, rather
+            # than the rest read and joined (a copy more). A short read (no pread, or a file
+            # cut meanwhile) goes on as a stream from where the first read ended.
+            whole = _read_from_start(descriptor, parsed)
+            if len(whole) == parsed:
+                return parse_header(whole, file_size=size, max_header_size=limit)
+            return _read_stream(partial(os.read, descriptor), size, limit, ahead)
+        # A pipe, a FIFO or /dev/stdin has a size of 0 that means nothing: a stream.
+        length: int | None = None
+        if stat.S_ISBLK(status.st_mode):  # a block device: its size is where seeking ends
+            length = os.lseek(descriptor, 0, os.SEEK_END)
+            os.lseek(descriptor, 0, os.SEEK_SET)
+        return _read_stream(partial(os.read, descriptor), length, limit)
+    finally:
+        os.close(descriptor)
+
+
+def _read_store(
+    source: object, limit: int, first_read: int, storage_options: Mapping[str, Any] | None
+) -> Header:
+    """The header from an fsspec URL or a ``(store or filesystem, path)`` pair."""
+    from . import _stores  # fsspec and obstore: only for such sources
+
+    if first_read < 8:
+        raise ValueError(f"first_read must be at least 8 bytes, not {first_read}")
+    return _stores.read_store_header(
+        _stores.target(source, storage_options),  # type: ignore[arg-type]
+        max_header_size=limit,
+        first_read=first_read,
+    )
 
 
 def _read_from_start(descriptor: int, count: int) -> bytes:
