@@ -69,6 +69,68 @@ def test_path_str_pathlike_and_bytes_agree(tmp_path: Path) -> None:
     assert headers[0].tensors["a"].start == headers[0].data_start
 
 
+class _PathLike:
+    """An os.PathLike that is not a pathlib.Path (its __fspath__ may give str or bytes)."""
+
+    def __init__(self, path: str | bytes) -> None:
+        self._path = path
+
+    def __fspath__(self) -> str | bytes:
+        return self._path
+
+
+def test_any_pathlike_is_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(GOOD)
+    expected = read_header(path)
+    assert read_header(_PathLike(str(path))) == expected
+    assert read_header(_PathLike(os.fsencode(path))) == expected
+    # A path with "://" in it that is no URL scheme this reads is a local path too.
+    odd = tmp_path / "a:" / "" / "b.safetensors"
+    odd.parent.mkdir()
+    odd.write_bytes(GOOD)
+    assert "://" in str(tmp_path / "a:") + "//b.safetensors"
+    assert read_header(str(tmp_path / "a:") + "//b.safetensors") == expected
+
+
+_STARTS = {
+    "valid": GOOD,
+    "too large": (10**9).to_bytes(8, "little") + bytes(100),
+    "past the end": (200).to_bytes(8, "little") + bytes(100),
+    "a zip": b"PK\x03\x04" + bytes(100),  # too large, with a hint naming it
+    "not UTF-8": (2).to_bytes(8, "little") + b"\xff\xfe" + bytes(50),
+    "tiny": b"1234567",
+}
+
+
+@pytest.mark.parametrize("cut", [0, 1, 7, 8, 9, 30, 63, 64, -1, None])
+@pytest.mark.parametrize("name", list(_STARTS))
+def test_file_start_agrees_with_parse_header(name: str, cut: int | None) -> None:
+    """`parse_file_start` (a local file's first read) asks for more bytes than it was given,
+    as `bytes_needed` would, until it gives parse_header's verdict on the whole file."""
+    from safetensors_header import _parser
+    from safetensors_header._format import MAX_HEADER_SIZE, bytes_needed
+
+    data = _STARTS[name]
+    size = len(data)
+    try:
+        expected: object = parse_header(data, file_size=size)
+    except HeaderError as error:
+        expected = error.kind
+    have = data[:cut]
+    for _ in range(4):
+        try:
+            got: object = _parser.parse_file_start(have, size, MAX_HEADER_SIZE)
+        except HeaderError as error:
+            got = error.kind
+        if not isinstance(got, int):
+            break
+        assert len(have) < got <= size
+        assert got == bytes_needed(have, file_size=size)
+        have = data[:got]
+    assert got == expected
+
+
 def test_bytes_are_contents_never_a_path(tmp_path: Path) -> None:
     path = tmp_path / "f.safetensors"
     path.write_bytes(GOOD)
