@@ -36,8 +36,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from functools import reduce
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, repeat
 from json.scanner import make_scanner
 from operator import index, itemgetter, le, mul
 from types import MappingProxyType
@@ -618,7 +617,7 @@ def _chained_ends(
     if counts is None or not joined.startswith(opening + "0,"):
         return None  # (a file out of offset order usually fails here, at no cost)
     if not _SUB_BYTE_DTYPES.isdisjoint(dtypes):
-        return None  # sizes in bits: `_sizes_match` checks those
+        return None  # sizes in bits: `_sizes_hold` checks those
     ends = list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes))))
     if ends[-1] > U64_MAX >> 3:
         return None
@@ -735,25 +734,26 @@ def _fast_columns(text: str) -> _Columns | None:
     if "\\" in text and _RISKY_ESCAPE.search(text):
         return None
     try:  # json's C scanner itself; it stops at any float, NaN or Infinity
-        top, end = _fast_scan(text, 0)
+        top, scanned = _fast_scan(text, 0)
     except (ValueError, StopIteration):  # StopIteration: no value at 0 (or whitespace)
         return None
-    if type(top) is not dict or _WHITESPACE_RUN.match(text, end).end() != len(text):  # type: ignore[union-attr]
+    if type(top) is not dict or (
+        scanned != len(text) and _WHITESPACE_RUN.match(text, scanned).end() != len(text)  # type: ignore[union-attr]
+    ):
         return None
-    metadata: dict[str, str] | None = None
     kept_keys = len(top)
-    kept_strings = ["".join(top)]
-    if METADATA_KEY in top:
-        value = top.pop(METADATA_KEY)
-        if value is not None:
-            if type(value) is not dict or not set(map(type, value.values())) <= _STR:
+    kept = "".join(top)
+    metadata: dict[str, str] | None = top.pop(METADATA_KEY, None)
+    if metadata is not None:
+        if type(metadata) is not dict:
+            return None
+        for value in metadata.values():
+            if type(value) is not str:
                 return None
-            metadata = value
-            kept_keys += len(value)
-            kept_strings += (*value, *value.values())
+        kept_keys += len(metadata)
+        kept += "".join(metadata) + "".join(metadata.values())
     names = list(top)
-    entries = list(top.values())
-    kept_keys += 3 * len(entries)
+    kept_keys += 3 * len(names)
     # Each key in the text has exactly one ':' after it; every other ':' is inside a string.
     # If the text holds exactly as many ':' as the keys and strings we kept, json.loads'
     # "last wins" dropped nothing: no duplicate key anywhere, at any level. Likewise a '-'
@@ -762,41 +762,46 @@ def _fast_columns(text: str) -> _Columns | None:
     # of the three field names per entry and the hex digits of \u escapes is a true or a
     # false (the decoder already stopped at any float). Dtype names are upper case: the
     # strings not kept hold no ':', '-' or 'e'.
-    kept = "".join(kept_strings)
     if text.count(":") != kept_keys + kept.count(":"):
         return None
     if "-" in text and text.count("-") != kept.count("-"):
         return None
-    if not _e_accounted_for(text, 3 * len(entries) + kept.count("e")):
+    if not _e_accounted_for(text, 3 * len(names) + kept.count("e")):
         return None
-    if not entries:
-        return [], [], [], [], [], metadata
-    try:
+    # A plain loop, not whole-column passes: it is as fast on large headers (measured), and
+    # a small one touches less code, which is most of its cost when that code is not cached.
+    dtypes: list[str] = []
+    shapes: list[_Shape] = []
+    begins: list[int] = []
+    ends: list[int] = []
+    distinct: dict[_Shape, _Shape] = {}  # one tuple per distinct shape (a checkpoint has few)
+    for entry in top.values():
         # Only objects of exactly dtype, shape and data_offsets get through: a list entry
         # (array form) raises TypeError, a missing field KeyError, a map-form dtype
-        # TypeError (unhashable), an unknown dtype KeyError, offsets that are not a pair a
-        # length mismatch, a shape holding an array TypeError (unhashable). No entry has a
-        # fourth key: the ':' count allowed three keys per entry.
-        dtypes = list(map(_CANONICAL_DTYPE.__getitem__, map(_get_dtype, entries)))
-        shapes = list(map(_get_shape, entries))
-        offsets = list(map(_get_offsets, entries))
-        if not set(map(type, shapes)) <= _LIST or set(map(len, offsets)) != {2}:
+        # TypeError (unhashable), an unknown dtype KeyError, offsets that are not a pair
+        # ValueError (or TypeError), a shape holding an array or object TypeError
+        # (unhashable). No entry has a fourth key: the ':' count allowed three per entry.
+        try:
+            dtype = _CANONICAL_DTYPE[entry["dtype"]]
+            dims = entry["shape"]
+            shape = tuple(dims)
+            begin, end = entry["data_offsets"]
+            shape = distinct.setdefault(shape, shape)
+        except (TypeError, KeyError, ValueError):
             return None
-        begins = list(map(_first, offsets))
-        ends = list(map(_second, offsets))
-        shapes, distinct = _interned(shapes)
-    except (TypeError, KeyError):
-        return None
+        if type(dims) is not list or type(begin) is not int or type(end) is not int:
+            return None
+        dtypes.append(dtype)
+        shapes.append(shape)
+        begins.append(begin)
+        ends.append(end)
     # JSON integers only: the text holds no float and no bool (above), so equal shapes are
-    # equal integers and the distinct ones tell the types of all. No negative number is in
-    # the text; offsets too large are caught by the layout check (last end bounded).
-    if not (
-        set(map(type, chain.from_iterable(distinct))) <= _INT
-        and set(map(type, begins)) <= _INT
-        and set(map(type, ends)) <= _INT
-    ):
-        return None
+    # equal integers and the distinct ones tell the types of all (`_element_counts` checks
+    # them). No negative number is in the text; offsets too large are caught by the layout
+    # check (last end bounded).
     columns: _Columns = (names, dtypes, shapes, begins, ends, metadata)
+    if not names:
+        return columns
     if not _chained(begins, ends):
         columns = _sort_by_offsets(columns)
         if not _chained(columns[3], columns[4]):
@@ -831,14 +836,6 @@ def _no_float(token: str) -> NoReturn:
 _fast_scan: Final = make_scanner(
     json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float)  # type: ignore[arg-type]
 )
-_STR: Final = {str}  # the types a column may hold: set(map(type, column)) <= _INT
-_LIST: Final = {list}
-_INT: Final = {int}
-_get_dtype = itemgetter("dtype")
-_get_shape = itemgetter("shape")
-_get_offsets = itemgetter("data_offsets")
-_first = itemgetter(0)
-_second = itemgetter(1)
 
 
 def _interned(shapes: Iterable[Iterable[int]]) -> tuple[list[_Shape], dict[_Shape, _Shape]]:
@@ -1164,16 +1161,23 @@ def _sort_by_offsets(columns: _Columns) -> _Columns:
 
 
 def _sizes_hold(columns: _Columns, counts: list[int] | None) -> bool:
-    """Whole-column check that chained rows pass the rest of the reference's walk.
+    """Whole-column check that chained rows pass the rest of the reference's walk: every
+    row's span is exactly its elements x its dtype's size.
 
     `counts`: the rows' element counts (None: they cannot decide, see `_element_counts`).
     """
-    return (
-        counts is not None
-        # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
-        and columns[4][-1] <= U64_MAX >> 3
-        and _sizes_match(columns[1], counts, columns[4])
-    )
+    # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
+    if counts is None or columns[4][-1] > U64_MAX >> 3:
+        return False
+    # The rows are chained (each begins where the previous one ends, the first at 0), so the
+    # spans all match exactly when the running sum of the sizes is the column of ends; the
+    # sizes are never negative, so neither is any span.
+    dtypes, ends = columns[1], columns[4]
+    if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
+        return list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes)))) == ends
+    # In bits: a running sum of 8 x whole bytes at every row makes each row whole bytes too.
+    bits = accumulate(map(mul, counts, map(_bits_of, dtypes)))
+    return list(bits) == list(map(mul, ends, repeat(8)))
 
 
 def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header:
@@ -1215,27 +1219,26 @@ def _chained(begins: list[int], ends: list[int]) -> bool:
     return begins[0] == 0 and begins[1:] == ends[:-1]
 
 
-def _element_counts(distinct: Collection[_Shape]) -> dict[_Shape, int] | None:
-    """Each distinct shape's element count, or None when a count could overflow u64 unseen.
+def _element_counts(distinct: Iterable[_Shape]) -> dict[_Shape, int] | None:
+    """Each distinct shape's element count; None when a shape is not a product of u64
+    integers that stays within u64 at every step (the walk then decides).
 
-    Bounds the cost of the product. Without a 0, a product is at least 2^(sum of bit_length -
-    1) and below the square of that: when that lower bound reaches 2^61 elements this gives
-    up (None: the walk decides; only a sub-byte dtype could still match a span below 2^61
-    bytes), below it no intermediate product exceeds 2^122. A zero dim ends a product that
-    may have overflowed before it ([2^32, 2^32, 0]), and hides a dim beyond u64 (a float to
-    serde_json) after it ([0, 2^70]): such a shape gives up too. Any other overflowing count
-    cannot match a span below 2^61.
+    Each factor and each partial product is checked as it comes, the reference's checked
+    product: no product grows past 128 bits, whatever the shape. A zero does not end the
+    checks: [2^32, 2^32, 0] overflows before the 0 (the reference fails), and [0, 2^70] hides
+    a dim beyond u64 (a float to serde_json) after it. The json reader's shapes are checked
+    here to be integers, too.
     """
     count_of = {}
     for shape in distinct:  # a checkpoint has a few distinct shapes
-        if 0 in shape:
-            if _zero_hides_overflow(shape):
+        count = 1
+        for dim in shape:
+            if type(dim) is not int or not 0 <= dim <= U64_MAX:
                 return None
-            count_of[shape] = 0
-        elif sum(map(int.bit_length, shape)) - len(shape) >= 61:
-            return None
-        else:
-            count_of[shape] = reduce(mul, shape, 1)
+            count *= dim
+            if count > U64_MAX:
+                return None
+        count_of[shape] = count
     return count_of
 
 
@@ -1243,25 +1246,6 @@ def _row_counts(shapes: list[_Shape], distinct: Collection[_Shape]) -> list[int]
     """The element count of each row (`distinct`: each shape once), or None (see above)."""
     count_of = _element_counts(distinct)
     return None if count_of is None else list(map(count_of.__getitem__, shapes))
-
-
-def _sizes_match(dtypes: list[str], counts: list[int], ends: list[int]) -> bool:
-    """Every chained row's span is exactly its elements x its dtype's size.
-
-    The rows are chained (each begins where the previous one ends, the first at 0), so the
-    spans all match exactly when the running sum of the sizes is the column of ends; the
-    sizes are never negative, so neither is any span. The caller has bounded every span below
-    2^61 bytes, so bit counts cannot overflow.
-    """
-    if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
-        return list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes)))) == ends
-    # In bits: a running sum of 8 x whole bytes at every row makes each row whole bytes too.
-    bits = accumulate(map(mul, counts, map(_bits_of, dtypes)))
-    return list(bits) == list(map(mul, ends, repeat(8)))
-
-
-def _zero_hides_overflow(shape: _Shape) -> bool:
-    return max(shape) > U64_MAX or any(count > U64_MAX for count in _running_products(shape))
 
 
 def _running_products(shape: Iterable[int]) -> Iterator[int]:

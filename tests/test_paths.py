@@ -111,6 +111,17 @@ def test_fast_path_takes_a_canonical_header() -> None:
         pytest.param("[]", id="top-array"),
         pytest.param("{", id="syntax"),
         pytest.param('{"a":{"dtype":"X","shape":[1],"data_offsets":[0,1]}}', id="dtype"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}}', id="3-offsets"),
+        pytest.param('{"a":{"dtype":"U8","shape":[1],"data_offsets":1}}', id="offsets-int"),
+        pytest.param('{"a":{"dtype":"U8","shape":[{}],"data_offsets":[0,1]}}', id="object-dim"),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[0,18446744073709551616],"data_offsets":[0,0]}}',
+            id="dim-beyond-u64-after-a-zero",
+        ),
+        pytest.param(
+            '{"a":{"dtype":"U8","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}}',
+            id="overflow-before-a-zero",
+        ),
     ],
 )
 def test_fast_path_steps_aside(header: str) -> None:
@@ -219,3 +230,28 @@ def test_the_depth_count_before_the_json_readers(levels: int, expected: str | No
     result = outcome(data)
     kind = result[0] if isinstance(result, tuple) else None
     assert kind == expected
+
+
+@pytest.mark.parametrize(
+    ("shape", "count"),
+    [
+        ((), 1),
+        ((2, 3), 6),
+        ((0, 2**64 - 1, 2**64 - 1), 0),  # a zero first: every product stays 0
+        ((2**64 - 1,), 2**64 - 1),
+        ((2**32, 2**32 - 1), 2**64 - 2**32),
+        ((1,) * 1000, 1),
+        ((2**32, 2**32), None),  # 2^64: one past u64
+        ((2**32, 2**32, 0), None),  # overflows before the zero: the reference fails
+        ((0, 2**64), None),  # a dim beyond u64 (a float to serde_json), hidden by the zero
+        ((2**64 - 1,) * 40_000 + (0,), None),  # gives up at the second dim
+        ((True,), None),  # JSON integers only
+        ((1, "2"), None),
+        ((-1,), None),
+    ],
+)
+def test_element_counts_are_the_references_checked_product(
+    shape: tuple[int, ...], count: int | None
+) -> None:
+    counts = _parser._element_counts([(1,), shape])
+    assert counts == (None if count is None else {(1,): 1, shape: count})
