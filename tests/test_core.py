@@ -9,6 +9,7 @@ Crashes and hangs are tested in a subprocess with a timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -390,6 +391,13 @@ def test_entries_are_tensor_infos_made_on_demand() -> None:
     assert list(table) == list(table.keys()) == [t.name for t in table.values()]
     assert dict(table.items()) == {t.name: t for t in table.values()}
     assert first in table.values()
+    looked_up = {name: table[name] for name in table}  # made one at a time
+    for name, info in table.items():  # made in bulk: alike
+        assert type(info) is TensorInfo
+        assert info == looked_up[name]
+        assert hash(info) == hash(looked_up[name])
+        assert info.data_offsets == (info.start - info.data_start, info.end - info.data_start)
+    assert [f.name for f in dataclasses.fields(first)] == list(TensorInfo.__slots__)
     assert len(table.values()) == len(table.items()) == len(table) == 5
     assert "nope" not in table
     with pytest.raises(KeyError):
