@@ -57,7 +57,7 @@ from ._header import TensorTable, make_header, shown_shape
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any, Final, NoReturn, TypeVar
 
     from ._format import Buffer
@@ -201,6 +201,7 @@ def _decode_utf8(view: memoryview, stop: int) -> str:
 
 _JSON_WHITESPACE: Final = " \t\r\n"
 _WHITESPACE_RUN: Final = re.compile("[ \t\r\n]*")  # json's own: scans without copying
+_SHORT_TAIL: Final = 64  # characters after a JSON value checked by str.strip, not the pattern
 # Whitespace between two word characters would split a number or `null` in two: removing it
 # would join two tokens into one.
 _WORD_GAP: Final = re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
@@ -395,7 +396,7 @@ def _compact_columns(text: str) -> _Columns | None:
     except ValueError:
         return None
     columns = (names, dtypes, shapes, values[0::2], values[1::2], metadata)
-    return _in_order(columns, counts, count_of)
+    return _in_order(columns, count_of)
 
 
 def _compact_head(head: str) -> tuple[bool, dict[str, str] | None]:
@@ -497,9 +498,7 @@ def _template_columns(parts: list[str]) -> _Columns | None:
     offsets = _canonical_offsets(joined, separator)
     if offsets is None:
         return None
-    return _in_order(
-        (names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), counts, count_of
-    )
+    return _in_order((names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), count_of)
 
 
 def _canonical_metadata(parts: list[str]) -> tuple[dict[str, str] | None, int]:
@@ -635,13 +634,11 @@ def _has_control_character(strings: str) -> bool:
     return len(encoded.translate(None, _CONTROL_BYTES)) != len(encoded)
 
 
-def _in_order(
-    columns: _Columns, counts: list[int] | None, count_of: dict[_Shape, int] | None
-) -> _Columns | None:
+def _in_order(columns: _Columns, count_of: dict[_Shape, int] | None) -> _Columns | None:
     """The columns in the reference's order, if its walk passes them all; else None.
 
-    `counts` are the rows' element counts in the columns' order, `count_of` each distinct
-    shape's (None for both: the counts cannot decide, see `_element_counts`).
+    `count_of`: each distinct shape's element count (None: the counts cannot decide, see
+    `_element_counts`).
     """
     if count_of is None:
         return None
@@ -649,10 +646,7 @@ def _in_order(
         columns = _sort_by_offsets(columns)
         if not _chained(columns[3], columns[4]):
             return None
-        counts = None  # rows moved
-    if counts is None:
-        counts = list(map(count_of.__getitem__, columns[2]))
-    return columns if _sizes_hold(columns, counts) else None
+    return columns if _sizes_hold(columns, count_of) else None
 
 
 # --- the json and exact readers ---------------------------------------------------------------
@@ -737,8 +731,15 @@ def _fast_columns(text: str) -> _Columns | None:
         top, scanned = _fast_scan(text, 0)
     except (ValueError, StopIteration):  # StopIteration: no value at 0 (or whitespace)
         return None
-    if type(top) is not dict or (
-        scanned != len(text) and _WHITESPACE_RUN.match(text, scanned).end() != len(text)  # type: ignore[union-attr]
+    if type(top) is not dict:
+        return None
+    # Only whitespace after the value: a writer's padding (to 8 bytes) is stripped, a long
+    # tail scanned by the pattern (str.strip with characters is slower on long strings).
+    tail = len(text) - scanned
+    if tail and (
+        text[scanned:].strip(_JSON_WHITESPACE)
+        if tail <= _SHORT_TAIL
+        else _WHITESPACE_RUN.match(text, scanned).end() != len(text)  # type: ignore[union-attr]
     ):
         return None
     kept_keys = len(top)
@@ -808,7 +809,7 @@ def _fast_columns(text: str) -> _Columns | None:
             return None
     # Chained with every size matching means every end >= begin: the rows are in the
     # reference's order, and its walk would pass them.
-    return columns if _sizes_hold(columns, _row_counts(columns[2], distinct)) else None
+    return columns if _sizes_hold(columns, _element_counts(distinct)) else None
 
 
 def _e_accounted_for(text: str, expected: int) -> bool:
@@ -1133,7 +1134,7 @@ def _validate_layout(columns: _Columns) -> _Columns:
     if not (chained and all(map(le, begins, ends))):
         columns = _sort_by_offsets(columns)  # the usual file is in order already
         chained = _chained(columns[3], columns[4])
-    if not (chained and _sizes_hold(columns, _row_counts(columns[2], dict.fromkeys(shapes)))):
+    if not (chained and _sizes_hold(columns, _element_counts(dict.fromkeys(shapes)))):
         _walk(*columns[:5])
     return columns
 
@@ -1160,24 +1161,27 @@ def _sort_by_offsets(columns: _Columns) -> _Columns:
     )
 
 
-def _sizes_hold(columns: _Columns, counts: list[int] | None) -> bool:
-    """Whole-column check that chained rows pass the rest of the reference's walk: every
-    row's span is exactly its elements x its dtype's size.
+def _sizes_hold(columns: _Columns, count_of: dict[_Shape, int] | None) -> bool:
+    """Whether chained rows pass the rest of the reference's walk: every row's span is
+    exactly its elements x its dtype's size.
 
-    `counts`: the rows' element counts (None: they cannot decide, see `_element_counts`).
+    `count_of`: each distinct shape's element count (None: they cannot decide, see
+    `_element_counts`).
     """
+    _, dtypes, shapes, _, ends, _ = columns
     # Every span below 2^61 bytes keeps every bit count below 2^64 (no overflow).
-    if counts is None or columns[4][-1] > U64_MAX >> 3:
+    if count_of is None or ends[-1] > U64_MAX >> 3:
         return False
     # The rows are chained (each begins where the previous one ends, the first at 0), so the
-    # spans all match exactly when the running sum of the sizes is the column of ends; the
-    # sizes are never negative, so neither is any span.
-    dtypes, ends = columns[1], columns[4]
-    if _SUB_BYTE_DTYPES.isdisjoint(dtypes):
-        return list(accumulate(map(mul, counts, map(_bytes_per_element, dtypes)))) == ends
-    # In bits: a running sum of 8 x whole bytes at every row makes each row whole bytes too.
-    bits = accumulate(map(mul, counts, map(_bits_of, dtypes)))
-    return list(bits) == list(map(mul, ends, repeat(8)))
+    # spans all match exactly when the running sum of the sizes, in bits, is 8 x each row's
+    # end; the sizes are never negative, so neither is any span; and a running sum of 8 x
+    # whole bytes at every row makes each row whole bytes.
+    total = 0
+    for dtype, shape, end in zip(dtypes, shapes, ends, strict=True):
+        total += count_of[shape] * _bits_of(dtype)
+        if total != end << 3:
+            return False
+    return True
 
 
 def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header:
@@ -1185,8 +1189,8 @@ def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header
     names, dtypes, shapes, begins, ends, metadata = columns
     data_start = HEADER_LENGTH_SIZE + header_size
     data_end = ends[-1] if ends else 0
-    if file_size is not None:
-        _check_coverage(data_start, data_end, file_size)
+    if file_size is not None and data_start + data_end != file_size:
+        _coverage_fault(data_start + data_end, file_size)
     return make_header(
         TensorTable(names, dtypes, shapes, begins, ends, data_start),
         None if metadata is None else MappingProxyType(metadata),
@@ -1196,11 +1200,9 @@ def _build(columns: _Columns, header_size: int, file_size: int | None) -> Header
     )
 
 
-def _check_coverage(data_start: int, data_end: int, file_size: int) -> None:
-    """§5.9: the tensors cover the data buffer exactly, to the end of the file."""
-    covered = data_start + data_end
-    if covered == file_size:
-        return
+def _coverage_fault(covered: int, file_size: int) -> NoReturn:
+    """§5.9: the tensors must cover the data buffer exactly, to the end of the file; they
+    cover it up to file offset `covered` instead."""
     if covered < file_size:
         found = f"{file_size - covered:,} bytes after the last tensor"
     else:
@@ -1240,12 +1242,6 @@ def _element_counts(distinct: Iterable[_Shape]) -> dict[_Shape, int] | None:
                 return None
         count_of[shape] = count
     return count_of
-
-
-def _row_counts(shapes: list[_Shape], distinct: Collection[_Shape]) -> list[int] | None:
-    """The element count of each row (`distinct`: each shape once), or None (see above)."""
-    count_of = _element_counts(distinct)
-    return None if count_of is None else list(map(count_of.__getitem__, shapes))
 
 
 def _running_products(shape: Iterable[int]) -> Iterator[int]:

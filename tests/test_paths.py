@@ -122,6 +122,11 @@ def test_fast_path_takes_a_canonical_header() -> None:
             '{"a":{"dtype":"U8","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}}',
             id="overflow-before-a-zero",
         ),
+        pytest.param("{} x", id="short-tail-not-whitespace"),
+        pytest.param("{}\x0b", id="vertical-tab-tail"),  # whitespace to Python, not to JSON
+        pytest.param("{}\xa0", id="no-break-space-tail"),
+        pytest.param("{}" + " " * 100 + "x", id="long-tail-not-whitespace"),
+        pytest.param("{}" + " " * 100 + "\x0c", id="long-tail-form-feed"),
     ],
 )
 def test_fast_path_steps_aside(header: str) -> None:
@@ -201,6 +206,13 @@ def test_sorted_and_unsorted_headers_read_alike() -> None:
     backward = build({"y": tensor("U8", [1], 8, 9), "x": tensor("F32", [2], 0, 8)}, 9)
     assert list(read_header(backward).tensors) == ["x", "y"]
     assert read_header(backward).tensors == read_header(forward).tensors
+
+
+@pytest.mark.parametrize("tail", ["", " ", " \t\r\n", " " * 63, " " * 64, " " * 65, "\n" * 5000])
+def test_whitespace_after_the_value_stays_on_the_fast_path(tail: str) -> None:
+    text = text_of(CANONICAL).rstrip() + tail
+    assert _parser._fast_columns(text) == _parser._fast_columns(text.rstrip())
+    assert _parser._fast_columns(text) is not None
 
 
 def test_high_rank_shape_stays_on_the_fast_path() -> None:
