@@ -6,8 +6,9 @@
 Every input is a whole file. For each one the harness checks:
 
 * only `HeaderError` escapes `read_header` / `parse_header` (anything else is a crash);
-* bytes, a file object and `parse_header(data, file_size=len(data))` give the same result,
-  and every 64th input a real path as well;
+* bytes, a file object, `parse_header(data, file_size=len(data))` and a local file's reader
+  (`parse_file_start` on the first 16 KiB, then on as many bytes as it asks for) give the
+  same result, and every 64th input a real path as well;
 * the fast JSON path and the exact one agree (same `Header`, or both step aside);
 * where the `safetensors` package is installed, the verdict (accept, or the error kind) is
   the reference's. Two non-empty tensors on one byte range make the reference's choice of
@@ -62,6 +63,7 @@ def test_one_input(data: bytes) -> None:
     for other in (
         verdict(lambda: read_header(io.BytesIO(data))),
         verdict(lambda: parse_header(data, file_size=len(data))),
+        verdict(lambda: file_start(data)),
     ):
         assert other == (kind, header), (data, kind, other)
     if next(_inputs) % 64 == 0:
@@ -80,6 +82,18 @@ def test_one_input(data: bytes) -> None:
             assert possible is not None, (data, kind, seen)  # no tie: a real difference
             assert kind in possible, (data, kind, possible)
             assert seen <= possible, (data, seen, possible)
+
+
+def file_start(data: bytes) -> object:
+    """The header as `read_header` reads a regular file: its first 16 KiB, then the bytes
+    `parse_file_start` asks for (always more than it had, at most the file)."""
+    have = data[: 16 * 1024]
+    while True:
+        parsed = _parser.parse_file_start(have, len(data), safetensors_header.MAX_HEADER_SIZE)
+        if not isinstance(parsed, int):
+            return parsed
+        assert len(have) < parsed <= len(data), (data, len(have), parsed)
+        have = data[:parsed]
 
 
 def tie_verdicts(data: bytes) -> set[str | None] | None:
