@@ -18,8 +18,9 @@ Three readers of the JSON give the same result, tried in this order:
 * the **json reader** runs json's C scanner (set to stop at any float, NaN or Infinity) and
   then checks, with counts over the whole text and one loop over the entries, that nothing
   ``json.loads`` is more lenient about than serde_json could have happened: no duplicate keys
-  dropped, no lone surrogate, no ``-0``, no bool where an integer must be. A text under 2,048 characters goes to it first (faster
-  there, and its few objects are nothing to the collector);
+  dropped, no lone surrogate, no ``-0``, no bool where an integer must be. A text under 2,048
+  characters goes to it first (faster there, and its few objects are nothing to the
+  collector);
 * the **exact reader** keeps every key/value pair and number token and applies serde_json's
   and serde's rules one by one. It decides every file the others step aside for (each
   returns ``None`` when it cannot be sure), and writes the error messages.
