@@ -185,7 +185,8 @@ def read_header(
             if in_store(source):
                 return _read_store(source, max_header_size, first_read, storage_options)
         return _read_path(source, max_header_size)
-    if hasattr(source, "__fspath__"):  # os.PathLike, as os.open takes it (no ABC check)
+    # os.PathLike without the ABC's isinstance: __fspath__ on the type, not None (an opt-out).
+    if getattr(type(source), "__fspath__", None) is not None:
         return _read_path(source, max_header_size)  # type: ignore[arg-type]
     if in_store(source):
         return _read_store(source, max_header_size, first_read, storage_options)

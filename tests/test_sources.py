@@ -103,6 +103,30 @@ _STARTS = {
 }
 
 
+class _OptedOut(io.BytesIO):
+    __fspath__ = None  # the usual way to say "not an os.PathLike"
+
+
+class _Forwarding:
+    """A wrapper that forwards every attribute, __fspath__ included, to a file object."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        self._file = file
+
+    def __getattr__(self, name: str) -> object:
+        if name == "__fspath__":
+            return lambda: "/nonexistent"
+        return getattr(self._file, name)
+
+
+def test_only_a_type_with_fspath_is_a_path() -> None:
+    """As os.PathLike decides (on the type, None opting out), a file object stays one."""
+    with_attribute = io.BytesIO(GOOD)
+    with_attribute.__fspath__ = lambda: "/nonexistent"  # type: ignore[attr-defined]
+    for source in (with_attribute, _OptedOut(GOOD), _Forwarding(io.BytesIO(GOOD))):
+        assert read_header(source) == read_header(GOOD)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("cut", [0, 1, 7, 8, 9, 30, 63, 64, -1, None])
 @pytest.mark.parametrize("name", list(_STARTS))
 def test_file_start_agrees_with_parse_header(name: str, cut: int | None) -> None:
