@@ -20,10 +20,10 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, read_checkpoint
-    from ._fetch import read_ranges
+    from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._writer import encode_header, update_metadata, write_file
 
-# The audit, the checkpoint reader, the range reader and the writer load on first use, so
+# The audit, the checkpoint reader, the data path and the writer load on first use, so
 # that reading one header (and the command line's cold start) pays only for the core. The
 # adapters are submodules, imported by name: safetensors_header.numpy, .zarr, .virtualizarr,
 # .icechunk and .awkward.
@@ -33,7 +33,10 @@ _LAZY = {
     "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
     "read_checkpoint": "_checkpoint",
+    "SafetensorsFile": "_fetch",
+    "open_file": "_fetch",
     "read_ranges": "_fetch",
+    "read_tensor": "_fetch",
     "encode_header": "_writer",
     "update_metadata": "_writer",
     "write_file": "_writer",
@@ -68,6 +71,7 @@ __all__ = [
     "Header",
     "HeaderError",
     "RemoteError",
+    "SafetensorsFile",
     "Source",
     "TensorInfo",
     "TensorTable",
@@ -75,10 +79,12 @@ __all__ = [
     "audit_header",
     "bytes_needed",
     "encode_header",
+    "open_file",
     "parse_header",
     "read_checkpoint",
     "read_header",
     "read_ranges",
+    "read_tensor",
     "update_metadata",
     "write_file",
 ]

@@ -1,5 +1,7 @@
 """Sharded checkpoints: an index file and its shards, read and checked against each other.
 
+Layer: services (on the source layer).
+
 ``model.safetensors.index.json`` (transformers, huggingface_hub; diffusers names it
 ``diffusion_pytorch_model.safetensors.index.json``) maps every tensor to the shard file that
 holds it: ``{"metadata": {"total_size": ...}, "weight_map": {tensor: file}}``. Nothing in the
@@ -11,30 +13,26 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 
 from ._errors import HeaderError
+from ._fetch import SafetensorsFile
 from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
-from ._sources import (
-    FIRST_READ,
-    RETRIES,
-    TIMEOUT,
-    Source,
-    is_url,
-    read_at_most,
-    read_header,
-    url_scheme,
-)
+from ._local import PathFile
+from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
+from ._sources import header_of, kind_of, map_parallel, open_source
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any, BinaryIO, Final, NoReturn
+    from typing import Any, Final, NoReturn
 
     from ._audit import Finding
+    from ._sources import RangeFile
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
 __all__ += ["by_dtype", "read_checkpoint"]
@@ -77,6 +75,9 @@ class Checkpoint:
         problems: Findings that are not fatal (``strict=True`` raises them instead), of the
             kinds ``UnlistedTensor`` (in a shard, not in the weight_map) and ``TotalSize``
             (the index's total_size is not the sum of the tensors' bytes).
+        shards: Shard file name -> the file opened (a `SafetensorsFile`), for reading its
+            tensors: ``read_tensor(checkpoint, name)`` reads from the right one, checked to
+            be the file whose header was read. Not compared by ``==``.
     """
 
     files: Mapping[str, Header]
@@ -84,6 +85,9 @@ class Checkpoint:
     metadata: Mapping[str, Any] | None
     tensors: Mapping[str, TensorInfo]
     problems: tuple[Finding, ...]
+    shards: Mapping[str, SafetensorsFile] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, hash=False
+    )
 
     @property
     def numel(self) -> int:
@@ -118,16 +122,18 @@ class Checkpoint:
                 None if self.metadata is None else dict(self.metadata),
                 tensors if isinstance(tensors, TensorTable) else dict(tensors),
                 self.problems,
+                dict(self.shards),
             ),
         )
 
 
-def _frozen_checkpoint(
+def _frozen_checkpoint(  # noqa: PLR0917 - the fields, in order
     files: dict[str, Header],
     weight_map: dict[str, str],
     metadata: dict[str, Any] | None,
     tensors: Mapping[str, TensorInfo],
     problems: tuple[Finding, ...],
+    shards: dict[str, SafetensorsFile] | None = None,
 ) -> Checkpoint:
     """A `Checkpoint` of these plain values, made read-only (a `TensorTable` is already)."""
     return Checkpoint(
@@ -136,6 +142,7 @@ def _frozen_checkpoint(
         metadata=None if metadata is None else MappingProxyType(metadata),
         tensors=tensors if isinstance(tensors, TensorTable) else MappingProxyType(tensors),
         problems=problems,
+        shards=MappingProxyType(shards or {}),
     )
 
 
@@ -151,7 +158,7 @@ def read_checkpoint(
     max_header_size: int = MAX_HEADER_SIZE,
     max_index_size: int = _MAX_INDEX_SIZE,
     follow_links: bool = False,
-    max_workers: int = 8,
+    max_workers: int = WORKERS,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = TIMEOUT,
     first_read: int = FIRST_READ,
@@ -167,7 +174,8 @@ def read_checkpoint(
     ``hf://``, ...; `storage_options` passed on) or a ``(store, path)`` pair of an obstore
     store or an fsspec filesystem, of an index or a single file: shards are then read from
     beside the index, in the same store. Every shard named by an index is read (its
-    header only), in parallel (at most `max_workers` threads), and checked against the index.
+    header only), in parallel: the index, then every shard's header at once (at most
+    `max_workers` requests in flight), and checked against the index.
 
     Args:
         max_index_size: The largest index file read, in bytes (default 10^8: an index takes
@@ -180,9 +188,18 @@ def read_checkpoint(
             contents would reach the error messages). Links within the directory are always
             followed, and so are those of a Hugging Face cache snapshot
             (``.../snapshots/<revision>/``) to its repository's ``blobs/``.
+        max_workers: Shards read at once (default 16: the headers of a checkpoint of up to
+            16 shards in one round trip).
+        timeout: For URLs and object stores: seconds the whole call may take, the index and
+            every shard together.
 
     Local shards (and the file picked from a directory) are opened only if they are regular
     files: a FIFO, a device or a directory named as a shard is refused, never waited on.
+
+    Returns:
+        A `Checkpoint`, whose ``shards`` are the files opened: their tensors read with
+        `read_tensor` (or ``numpy.load(checkpoint.shards[name])``) are checked to be of the
+        files whose headers were read.
 
     Raises:
         HeaderError: A shard is not a valid safetensors file (the reference's kinds), or
@@ -196,84 +213,112 @@ def read_checkpoint(
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
             for HTTP, network and object-store failures.
     """
-    options: dict[str, Any] = {
-        "max_header_size": max_header_size,
-        "headers": headers,
-        "timeout": timeout,
-        "first_read": first_read,
-        "retries": retries,
-        "storage_options": storage_options,
-    }
-    locate: Callable[[str], Source]
-    read_shard: Callable[[Any], Header] = lambda shard: read_header(shard, **options)  # noqa: E731
-    if isinstance(source, str) and is_url(source):
-        from urllib.parse import quote, urljoin, urlsplit  # only for URLs
-
-        if not urlsplit(source).path.endswith(".json"):
-            return _single(urlsplit(source).path.rsplit("/", 1)[-1], read_header(source, **options))
-        from ._remote import fetch_document, redact  # the HTTP client: only for URLs
-
-        raw = fetch_document(
-            source, limit=max_index_size, headers=headers, timeout=timeout, retries=retries
-        )
-        where = redact(source)
-        locate = lambda name: urljoin(source, quote(name))  # noqa: E731
-    elif isinstance(source, tuple) or (isinstance(source, str) and url_scheme(source)):
-        from . import _stores  # fsspec and obstore: only for such sources
-
-        in_store = source
-        store = _stores.target(in_store, storage_options)
-        name = store.path.rsplit("/", 1)[-1]
+    options = Options(
+        headers=headers,
+        timeout=timeout,
+        first_read=first_read,
+        retries=retries,
+        storage_options=storage_options,
+        max_workers=max_workers,
+    )
+    clock = options.clock()  # one deadline for the index and every shard
+    options = options.replace(timeout=None)
+    kind = kind_of(source)
+    file: RangeFile
+    shard_files: list[RangeFile]
+    if kind in ("http", "fsspec", "store"):
+        index = open_source(source, options)
+        name = _file_name(source)
         if not name.endswith(".json"):
-            return _single(name, read_header(in_store, **options))
-        raw = _stores.fetch_document(store, max_index_size)
-        where = store.shown
-        locate = lambda name: _stores.sibling(in_store, name)  # noqa: E731
-    else:
+            return _single(name, index, header_of(index, max_header_size, clock))
+        raw = index.document(max_index_size, clock)
+        where = index.shown
+        metadata, weight_map = _index_of(raw, where, max_index_size)
+        shard_files = [index.sibling(name) for name in dict.fromkeys(weight_map.values())]
+    elif kind == "path":
         from pathlib import Path  # a local checkpoint (pathlib imports urllib)
 
-        path = Path(source)
+        path = Path(source)  # type: ignore[arg-type]
         if path.is_dir():
             # What is picked must be inside the directory given, as the shards must.
             picked = _pick(path)
+            folder, roots = path, _roots(str(path))
             name = f"{picked.name!r} in the directory"
-            with _open_inside(picked, name, str(path), _roots(str(path)), follow_links) as file:
-                path = picked
-                if not path.name.endswith(".json"):
-                    return _single(path.name, read_header(file, max_header_size=max_header_size))
-                raw = read_at_most(file.read, max_index_size + 1)
+            file = _local_file(
+                picked, name, str(path), roots, follow_links=follow_links, options=options
+            )
+            if not picked.name.endswith(".json"):
+                return _single(picked.name, file, header_of(file, max_header_size, clock))
+            path = picked
         elif not path.name.endswith(".json"):
-            return _single(path.name, read_header(path, max_header_size=max_header_size))
+            file = open_source(path, options)
+            return _single(path.name, file, header_of(file, max_header_size, clock))
         else:
-            with path.open("rb") as file:
-                raw = read_at_most(file.read, max_index_size + 1)
+            file = open_source(path, options)
+        raw = file.document(max_index_size, clock)
         where = str(path)
-        locate = path.parent.joinpath
+        metadata, weight_map = _index_of(raw, where, max_index_size)
         folder, roots = path.parent, _roots(str(path.parent))
-        read_shard = lambda shard: _read_local_shard(  # noqa: E731
-            shard, folder, where, roots, follow_links=follow_links, max_header_size=max_header_size
+        shard_files = [
+            _local_file(
+                folder / name,
+                f"shard {name!r}",
+                where,
+                roots,
+                follow_links=follow_links,
+                options=options,
+            )
+            for name in dict.fromkeys(weight_map.values())
+        ]
+    else:
+        raise TypeError(
+            "read_checkpoint() expected a path, a URL or a (store, path) pair, not "
+            f"{type(source).__name__}"
         )
-    if len(raw) > max_index_size:
-        _bad_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
-    metadata, weight_map = _parse_index(raw, where)
     shard_names = list(dict.fromkeys(weight_map.values()))
-    for name in shard_names:
-        _check_shard_name(name, where)
-    shard_sources = [locate(name) for name in shard_names]
-    from concurrent.futures import ThreadPoolExecutor  # only an index needs threads
-
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(shard_sources)))) as pool:
-        headers_read = list(pool.map(read_shard, shard_sources))
+    headers_read = map_parallel(
+        lambda file: header_of(file, max_header_size, clock), shard_files, max_workers
+    )
     files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
-    return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems))
+    shards = {
+        name: SafetensorsFile(header, file)
+        for (name, header), file in zip(files.items(), shard_files, strict=True)
+    }
+    return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
 
 
-def _single(name: str, header: Header) -> Checkpoint:
+def _file_name(source: object) -> str:
+    """The last part of a URL's path, or of a store's path."""
+    if isinstance(source, tuple):
+        return str(source[1]).rsplit("/", 1)[-1]
+    from urllib.parse import urlsplit
+
+    return urlsplit(str(source)).path.rsplit("/", 1)[-1]
+
+
+def _index_of(
+    raw: bytes, where: str, max_index_size: int
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The index's metadata and weight_map, its size and its shard names checked."""
+    if len(raw) > max_index_size:
+        _bad_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
+    metadata, weight_map = _parse_index(raw, where)
+    for name in dict.fromkeys(weight_map.values()):
+        _check_shard_name(name, where)
+    return metadata, weight_map
+
+
+def _single(name: str, file: RangeFile, header: Header) -> Checkpoint:
     return _frozen_checkpoint(
-        {name: header}, dict.fromkeys(header.tensors, name), None, header.tensors, ()
+        {name: header},
+        dict.fromkeys(header.tensors, name),
+        None,
+        header.tensors,
+        (),
+        {name: SafetensorsFile(header, file)},
     )
 
 
@@ -307,27 +352,19 @@ def _inside(real: str, roots: tuple[str, ...]) -> bool:
     return any(path.startswith(os.path.join(os.path.normcase(root), "")) for root in roots)
 
 
-def _read_local_shard(
-    shard: Path,
-    folder: Path,
+def _local_file(
+    path: Path,
+    name: str,
     where: str,
     roots: tuple[str, ...],
     *,
     follow_links: bool,
-    max_header_size: int,
-) -> Header:
-    name = f"shard {shard.relative_to(folder).as_posix()!r}"
-    with _open_inside(shard, name, where, roots, follow_links) as file:
-        return read_header(file, max_header_size=max_header_size)
+    options: Options,
+) -> PathFile:
+    """``path`` as a file to read: resolved inside ``roots``, and read only if a regular file.
 
-
-def _open_inside(
-    path: Path, name: str, where: str, roots: tuple[str, ...], follow_links: bool
-) -> BinaryIO:
-    """``path`` opened for reading: a regular file, resolved inside ``roots``.
-
-    The path is resolved once and the resolved path opened without following links, so the
-    file checked is the file read. Nothing is read before both checks.
+    The path is resolved once and the resolved path opened without following links (at
+    every read), so the file checked is the file read. Nothing is read before both checks.
     """
     real = os.path.realpath(path)
     if not follow_links and not _inside(real, roots):
@@ -336,19 +373,14 @@ def _open_inside(
             f"{name} leads out of the checkpoint's directory through a symbolic link "
             "(follow_links=True reads it)",
         )
-    try:
-        descriptor = os.open(real, _OPEN_FLAGS)
-    except OSError as error:
-        # Named as the index names it, not as resolved (the resolved path is an internal).
-        raise OSError(error.errno, error.strerror, str(path)) from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            _bad_index(where, f"{name} is not a regular file but {_file_type(mode)}")
-        return open(descriptor, "rb", buffering=0, closefd=True)
-    except BaseException:
-        os.close(descriptor)
-        raise
+    # Named as the index names it, not as resolved (the resolved path is an internal).
+    return PathFile(
+        real, options, shown=str(path), flags=_OPEN_FLAGS, refuse=partial(_refuse, where, name)
+    )
+
+
+def _refuse(where: str, name: str, mode: int) -> NoReturn:
+    _bad_index(where, f"{name} is not a regular file but {_file_type(mode)}")
 
 
 def _file_type(mode: int) -> str:

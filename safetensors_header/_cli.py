@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from . import __version__
 from ._errors import HeaderError
 from ._header import Header, TensorInfo, by_dtype, shown_shape
-from ._sources import is_url, read_header, url_scheme
+from ._sources import kind_of, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from ._audit import Finding
     from ._checkpoint import Checkpoint
+    from ._fetch import SafetensorsFile
 
 __all__ = ["main"]
 
@@ -524,7 +525,7 @@ def _shown_source(source: str) -> str:
 
 def _is_remote(source: str) -> bool:
     """An http(s) URL, or another URL that fsspec reads (``s3://``, ``hf://``, ``file://``...)."""
-    return is_url(source) or url_scheme(source) is not None
+    return kind_of(source) in ("http", "fsspec")
 
 
 def _is_checkpoint(source: str) -> bool:
@@ -567,14 +568,14 @@ class _Read:
         header: Header | None = None,
         checkpoint: Checkpoint | None = None,
         prefix: bytes | None = None,
-        folder: str | None = None,
+        file: SafetensorsFile | None = None,
         other_files: Sequence[str] = (),
     ) -> None:
         self.source = source
         self.header = header
         self.checkpoint = checkpoint
         self.prefix = prefix  # the header's bytes, when they were kept (standard input)
-        self.folder = folder  # where the shards of a local checkpoint are
+        self.file = file  # the file opened, for its header's bytes (--strict)
         self.other_files = list(other_files)  # beside a directory's checkpoint, not part of it
 
     @property
@@ -604,7 +605,10 @@ def _read(source: str, command: str) -> _Read:
             return _Read(source, header=header, prefix=bytes(recorder.data[: header.data_start]))
         if _is_checkpoint(source):
             return _read_checkpoint(source, command)
-        return _Read(source, header=read_header(source))
+        from ._fetch import open_file
+
+        file = open_file(source)
+        return _Read(source, header=file.header, file=file)
     except (HeaderError, OSError) as error:
         raise _failure(error, source) from None
     except (ValueError, ImportError) as error:  # a malformed URL; fsspec not installed
@@ -614,12 +618,8 @@ def _read(source: str, command: str) -> _Read:
 def _read_checkpoint(source: str, command: str) -> _Read:
     from ._checkpoint import INDEX_NAMES, SINGLE_NAMES, read_checkpoint
 
-    if _is_remote(source):
+    if _is_remote(source) or not os.path.isdir(source):
         return _Read(source, checkpoint=read_checkpoint(source))
-    if not os.path.isdir(source):
-        return _Read(
-            source, checkpoint=read_checkpoint(source), folder=os.path.dirname(source) or "."
-        )
     with os.scandir(source) as entries:
         names = sorted(entry.name for entry in entries if entry.is_file())
     picked = next((name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names), None)
@@ -633,7 +633,7 @@ def _read_checkpoint(source: str, command: str) -> _Read:
         and name != picked
         and name not in checkpoint.files
     ]
-    return _Read(source, checkpoint=checkpoint, folder=source, other_files=others)
+    return _Read(source, checkpoint=checkpoint, other_files=others)
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -682,26 +682,17 @@ def _no_checkpoint(folder: str, names: list[str], command: str) -> _Failure:
 
 
 def _header_bytes(read: _Read, name: str, header: Header) -> bytes:
-    """The first ``data_start`` bytes of one file of `read` (of its shard `name`)."""
-    from ._fetch import read_ranges  # paths, URLs, object stores: only --strict needs it
-
+    """The first ``data_start`` bytes of one file of `read` (of its shard `name`), read from
+    the file its header came from."""
     if read.prefix is not None:
         return read.prefix
-    if read.checkpoint is None:
-        location = read.source
-    elif read.folder is not None:
-        location = os.path.join(read.folder, name)
-    elif is_url(read.source):  # a checkpoint read from a URL: the shard is beside it
-        from urllib.parse import quote, urljoin
-
-        location = urljoin(read.source, quote(name))
-    else:  # an fsspec URL (its paths are not quoted)
-        location = read.source[: read.source.rindex("/") + 1] + name
+    file = read.file if read.checkpoint is None else read.checkpoint.shards[name]
+    assert file is not None
     try:
-        (prefix,) = read_ranges(location, [(0, header.data_start)])
+        (prefix,) = file.read_ranges([(0, header.data_start)])
     except (HeaderError, OSError) as error:
         raise _failure(error, read.source) from None
-    return prefix
+    return bytes(prefix)
 
 
 # --- inspect ------------------------------------------------------------------------------

@@ -31,8 +31,17 @@ REFERENCE_KINDS: Final = (
 #: * ``InvalidIndex``: a sharded checkpoint's index is not JSON, has no ``weight_map`` of
 #:   shard names, or names a shard outside its directory;
 #: * ``IndexMismatch``: an index and its shards disagree (a tensor missing from its shard,
-#:   or in two shards; with ``strict=True`` also the findings of ``Checkpoint.problems``).
-KINDS: Final = (*REFERENCE_KINDS, "PrefixTooShort", "InvalidIndex", "IndexMismatch")
+#:   or in two shards; with ``strict=True`` also the findings of ``Checkpoint.problems``);
+#: * ``FileChanged``: a local file changed between its header's read and a read of its
+#:   data (another file at its path, another size or modification time): the two would be
+#:   of different files. (A URL or an object that changes is a `RemoteError`.)
+KINDS: Final = (
+    *REFERENCE_KINDS,
+    "PrefixTooShort",
+    "InvalidIndex",
+    "IndexMismatch",
+    "FileChanged",
+)
 
 
 class HeaderError(ValueError):

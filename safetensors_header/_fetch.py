@@ -1,49 +1,195 @@
-"""The bytes themselves: byte ranges of a file from any source, in the fewest requests.
+"""The data path: a file opened once, and the bytes of its tensors read from any source.
 
-`read_ranges` plans the reads (sorts the ranges, joins those closer than a gap into one
-request, drops empty ones), sends them the way the source reads best, then cuts every range
-back out of what came: ``os.pread`` for paths, seek and read for file objects, slices of a
-buffer, the HTTP client of `read_header` for URLs (in parallel), ``cat_ranges`` for fsspec
-and ``get_ranges`` for obstore.
+Layer: services (on the source layer). `open_file` reads a file's header and keeps the file
+it came from, pinned (its size, and its ETag, Last-Modified or inode and modification
+time): every later read of the `SafetensorsFile` is checked to be of that same file.
+`read_ranges` and `read_tensor` read byte ranges and tensors from a path, a URL, an object
+store, a file object, bytes, or a file opened already; each byte is copied once, into the
+buffer it is returned in (``os.preadv`` for paths, ``readinto`` from HTTP bodies, obstore's
+own buffers), and ranges that are close together are read as one span whose buffer they
+are views of.
 """
 
 from __future__ import annotations
 
 import operator
-import os
 
 from ._errors import HeaderError
-from ._sources import (
-    RETRIES,
-    TIMEOUT,
-    Source,
-    in_store,
-    is_url,
-    path_kind,
-    read_at_most,
-    read_header,
-)
+from ._format import MAX_HEADER_SIZE
+from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, Options
+from ._sources import allocate, header_of, kind_of, open_source
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
-    from typing import Any, Final
+    from typing import Any
 
-    from ._header import Header
+    from ._checkpoint import Checkpoint
+    from ._header import Header, TensorInfo
+    from ._sources import RangeFile, Source
 
-__all__ = ["LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "WORKERS", "header_for_data", "read_ranges"]
+__all__ = ["SafetensorsFile", "open_file", "read_ranges", "read_tensor"]
 
-#: The default gap for URLs and object stores: ranges closer than this are one request. A
-#: round trip (20-200 ms to a CDN or a bucket) costs more than a mebibyte on most links.
-REMOTE_GAP: Final = 1 << 20
-#: The default gap for local files and file objects: a page; a read costs little more.
-LOCAL_GAP: Final = 4096
-#: The default bound on requests in flight at once, for URLs.
-WORKERS: Final = 8
-#: The default size of the parts a long remote read is split into, fetched in parallel: one
-#: connection rarely carries more than 50-100 MB/s from a CDN or a bucket; several do.
-PART_SIZE: Final = 16 << 20
-_CHUNK: Final = 16 * 2**20  # the most one os.pread asks for (Linux stops at 2 GiB anyway)
+
+class SafetensorsFile:
+    """A safetensors file opened once: its validated header, and reads of its bytes.
+
+    Made by `open_file` (and held by `Checkpoint.shards`). Every read is checked to be of
+    the file the header was read from: a file replaced or rewritten in between raises
+    `RemoteError` (a URL or an object store) or `HeaderError` of kind ``FileChanged`` (a
+    local file), never bytes of two files. It holds no open file or connection between
+    reads (a local file is opened again, and checked, for each), so it needs no closing,
+    may be read from many threads at once, and can be pickled (to a worker process, say).
+
+    Attributes:
+        header: The file's `Header`.
+        source: The file, as shown in messages (a URL without its credentials).
+    """
+
+    __slots__ = ("_range_file", "header")
+
+    def __init__(self, header: Header, file: RangeFile) -> None:
+        self.header = header
+        self._range_file = file
+
+    @property
+    def source(self) -> str:
+        return self._range_file.shown
+
+    def read_ranges(
+        self,
+        ranges: Iterable[tuple[int, int]],
+        /,
+        *,
+        gap: int | None = None,
+        into: Sequence[Any] | None = None,
+        timeout: float | None = None,
+    ) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range of the file: see `read_ranges`."""
+        return _read(self._range_file, ranges, gap, into, Clock(timeout))
+
+    def read_tensor(
+        self,
+        tensor: str | TensorInfo,
+        /,
+        key: object = None,
+        *,
+        into: Any = None,
+        timeout: float | None = None,
+    ) -> memoryview:
+        """The bytes of a tensor (of ``tensor[key]`` with a key): see `read_tensor`."""
+        info = self.header.tensors[tensor] if isinstance(tensor, str) else tensor
+        return _tensor(self._range_file, info, key, into, Clock(timeout))
+
+    def read_tensors(
+        self, tensors: Iterable[str | TensorInfo] | None = None, /, *, timeout: float | None = None
+    ) -> dict[str, memoryview]:
+        """The bytes of several tensors (default: all), by name, in one planned read:
+        adjacent tensors are one span (one request), each tensor a view of it.
+
+        Raises as `read_ranges`; a file that ends early names the tensor it cuts short.
+        """
+        table = self.header.tensors
+        if tensors is None:
+            infos = list(table.values())
+        elif isinstance(tensors, str):
+            raise TypeError("tensors must be an iterable of names, not a str")
+        else:
+            infos = [table[item] if isinstance(item, str) else item for item in tensors]
+        try:
+            views = self.read_ranges([(info.start, info.nbytes) for info in infos], timeout=timeout)
+        except HeaderError as error:
+            end = error.offset
+            if error.kind != "MetadataIncompleteBuffer" or end is None:
+                raise
+            cut = next((info for info in infos if info.nbytes and info.end > end), None)
+            if cut is None:
+                raise
+            raise HeaderError(
+                "MetadataIncompleteBuffer",
+                f"the file ended {cut.end - end:,} bytes before the end of tensor "
+                f"{cut.name!r} (at byte {end:,}, where the tensor's data ends at byte "
+                f"{cut.end:,})",
+                tensor=cut.name,
+                offset=end,
+            ) from None
+        return {info.name: view for info, view in zip(infos, views, strict=True)}
+
+    def __repr__(self) -> str:
+        count = len(self.header.tensors)
+        return f"<SafetensorsFile {self.source!r}, {count:,} tensor{'' if count == 1 else 's'}>"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (SafetensorsFile, (self.header, self._range_file))
+
+
+def open_file(
+    source: Source,
+    /,
+    *,
+    max_header_size: int = MAX_HEADER_SIZE,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = TIMEOUT,
+    first_read: int = FIRST_READ,
+    retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
+    max_workers: int = WORKERS,
+    part_size: int = PART_SIZE,
+) -> SafetensorsFile:
+    """Open a safetensors file: read and validate its header, and keep the file for reads.
+
+    Args:
+        source: What `read_header` reads: a path, a URL, an object store, a file object or
+            a bytes-like object.
+        max_header_size, headers, first_read, retries, storage_options: As for
+            `read_header`; kept for the file's later reads.
+        timeout: Seconds the header read may take (as for `read_header`); the later reads
+            take their own ``timeout`` (no bound on the whole read by default).
+        max_workers: For URLs: requests in flight at once in a later read (and local
+            reads spread over at most this many cores).
+        part_size: For URLs and fsspec: a read longer than this is cut into parts, fetched
+            in parallel.
+
+    Returns:
+        A `SafetensorsFile`: ``.header``, ``.read_ranges(...)``, ``.read_tensor(...)``.
+
+    Raises:
+        As `read_header`.
+    """
+    options = Options(
+        headers=headers,
+        timeout=timeout,
+        first_read=first_read,
+        retries=retries,
+        storage_options=storage_options,
+        max_workers=max_workers,
+        part_size=part_size,
+    )
+    file = open_source(source, options.replace(timeout=None))
+    header = header_of(file, max_header_size, options.clock())
+    if hasattr(file, "close"):
+        file.close()  # a pipe's reader stays open for the data that follows
+    return SafetensorsFile(header, file)
+
+
+def opened(
+    source: Source,
+    options: Options,
+    *,
+    header: Header | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+) -> SafetensorsFile:
+    """`source` opened (a `SafetensorsFile` as it is): its header read with `options`'
+    timeout (`TIMEOUT` when it has none), or `header` taken as its header (then the file's
+    size is checked against it at the first read)."""
+    if isinstance(source, SafetensorsFile):
+        return source
+    file = open_source(source, options.replace(timeout=None))
+    if header is None:
+        header = header_of(file, max_header_size, options.clock(TIMEOUT))
+    else:
+        file.expected_size = header.file_size
+    return SafetensorsFile(header, file)
 
 
 def read_ranges(
@@ -52,133 +198,192 @@ def read_ranges(
     /,
     *,
     gap: int | None = None,
+    into: Sequence[Any] | None = None,
     max_workers: int = WORKERS,
     part_size: int = PART_SIZE,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
     retries: int = RETRIES,
     storage_options: Mapping[str, Any] | None = None,
-) -> list[bytes]:
+) -> list[memoryview]:
     """The bytes of each ``(offset, length)`` range of a file, in the order given.
 
     What `TensorInfo.byte_ranges` returns (or ``(info.start, info.nbytes)`` for whole
     tensors) can be passed as it is. Ranges may overlap and come in any order; an empty
-    range (length 0) gives ``b""`` and costs nothing.
+    range (length 0) gives an empty view and costs nothing.
+
+    Every byte is copied once, into the buffer it is returned in: ranges closer than `gap`
+    are read as one span into one buffer (fresh memory, from ``os.preadv``, an HTTP body's
+    ``readinto``, ...), and each range is a ``memoryview`` of it. From an obstore store,
+    each range is a view of obstore's own buffer; from a bytes-like source, a view of the
+    source itself (no copy at all). A view of a span keeps the whole span's buffer alive.
 
     Args:
-        source: What `read_header` reads: a local path (read with ``os.pread``: no shared
+        source: What `read_header` reads: a local path (read with ``os.preadv``: no shared
             file position, safe from many threads), a bytes-like object, a seekable binary
             file object (its position is restored afterwards), an ``http(s)://`` URL, an
-            fsspec URL (``s3://``, ``gs://``, ``hf://``, ``memory://``, ...) or a
-            ``(store, path)`` pair of an obstore store or an fsspec filesystem.
+            fsspec URL (``s3://``, ``gs://``, ``hf://``, ``memory://``, ...), a
+            ``(store, path)`` pair of an obstore store or an fsspec filesystem, or a
+            `SafetensorsFile` (its reads checked against the file its header came from).
         ranges: ``(offset, length)`` pairs of non-negative ints.
         gap: Ranges less than this many bytes apart are read as one request (the bytes
             between them are read and dropped). Default: 1 MiB (`REMOTE_GAP`) for URLs and
             object stores, 4 KiB (`LOCAL_GAP`) for local files and file objects; ``0``
             joins only ranges that touch or overlap.
-        max_workers: For http(s) URLs: how many requests may be in flight at once (the
-            first is sent alone: it follows redirects and learns the file's size and ETag).
-            fsspec and obstore run their own concurrency.
-        part_size: For http(s) and fsspec URLs: a read longer than this is split into parts
-            of this size, fetched in parallel (default 16 MiB, `PART_SIZE`); a tensor up to
-            that size is one request.
+        into: One writable buffer per range (a ``bytearray``, a numpy array, a ``mmap``...),
+            of exactly its length: each range is read straight into its own buffer (still
+            in as few requests as `gap` allows), and views of them are returned.
+        max_workers: For URLs: requests in flight at once (the first is sent alone when
+            the file is not open yet: it follows redirects and learns the file's size and
+            ETag); for local files, the most cores a long read is spread over.
+        part_size: For URLs and fsspec: a read longer than this is cut into parts of this
+            size, fetched in parallel (default 16 MiB, `PART_SIZE`).
         headers, retries: For http(s) URLs, as for `read_header`.
-        timeout: For http(s) URLs: seconds the whole call may take (connects, replies,
-            retries and bodies); ``None`` (the default) bounds only each wait, at 10 s, so
-            that a large download is not cut short.
+        timeout: For URLs: seconds the whole call may take (connects, replies, retries and
+            bodies); ``None`` (the default) bounds only each wait, at 10 s, so that a large
+            download is not cut short.
         storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
 
     Returns:
-        One ``bytes`` per range, of exactly its length.
+        One ``memoryview`` (format ``"B"``, one dimension) per range, of exactly its length.
+        It is writable unless the source's memory is read-only (``bytes``, obstore's
+        buffers).
 
     Raises:
-        HeaderError: ``MetadataIncompleteBuffer``: the file ends before a range does.
-        RemoteError: As for `read_header`; also when an http(s) file is replaced between two
-            requests (its ETag or size changed).
+        HeaderError: ``MetadataIncompleteBuffer``: the file ends before a range does (known
+            before any request when the file's size is); ``FileChanged``: a local file
+            changed while it was read.
+        RemoteError: As for `read_header`; also when a file changes between two requests
+            (its ETag or size).
         OSError: The file could not be opened or read.
-        TypeError: `source` is none of the above, or a range is not a pair of ints.
-        ValueError: A negative offset or length; a file object or a path that cannot seek
-            (a pipe); an option out of range.
+        TypeError: `source` is none of the above, or a range is not a pair of ints, or
+            `into` holds something that is not a writable buffer.
+        ValueError: A negative offset or length; a buffer of `into` of the wrong length; a
+            file object or a path that cannot seek (a pipe); an option out of range.
     """
-    wanted = [_checked(item) for item in ranges]
-    reads = sorted((offset, offset + length) for offset, length in wanted if length)
-    if not reads:
-        return [b"" for _ in wanted]
-    if part_size < 1:
-        raise ValueError(f"part_size must be at least 1 byte, not {part_size}")
-    if isinstance(source, str) and is_url(source):
-        spans = _joined(reads, REMOTE_GAP if gap is None else gap)
-        from ._remote import read_url_ranges  # the HTTP client: only for URLs
-
-        parts, counts = _split(spans, part_size)
-        fetched, size = read_url_ranges(
-            source,
-            parts,
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            max_workers=max_workers,
-        )
-        pieces = _rejoined(fetched, counts)
-    elif in_store(source):
-        from . import _stores  # fsspec and obstore: only for such sources
-
-        spans = _joined(reads, REMOTE_GAP if gap is None else gap)
-        where = _stores.target(source, storage_options)  # type: ignore[arg-type]
-        if where.fsspec:
-            parts, counts = _split(spans, part_size)
-            fetched, size = _stores.read_ranges(where, parts)
-            pieces = _rejoined(fetched, counts)
-        else:  # obstore joins ranges closer than 1 MiB itself: it would undo a split
-            pieces, size = _stores.read_ranges(where, spans)
-    elif isinstance(source, (str, os.PathLike)):
-        spans = _joined(reads, LOCAL_GAP if gap is None else gap)
-        pieces, size = _pread(source, spans)
-    else:
-        try:
-            view = memoryview(source)  # type: ignore[arg-type]
-        except TypeError:
-            if not hasattr(source, "read"):
-                raise TypeError(
-                    "read_ranges() expected a path, a URL, a bytes-like object, a binary file "
-                    f"object or a (store, path) pair, not {type(source).__name__}"
-                ) from None
-            spans = _joined(reads, LOCAL_GAP if gap is None else gap)
-            pieces, size = _seek_and_read(source, spans)
-        else:
-            with view:
-                flat = view.cast("B") if view.ndim != 1 or view.format != "B" else view
-                size = flat.nbytes
-                return [
-                    _cut(flat[offset : offset + length].tobytes(), offset, length, size)
-                    for offset, length in wanted
-                ]
-    return _cut_out(wanted, spans, pieces, size)
-
-
-def header_for_data(
-    source: Source,
-    /,
-    *,
-    max_header_size: int,
-    headers: Mapping[str, str] | None,
-    timeout: float | None,
-    retries: int,
-    storage_options: Mapping[str, Any] | None,
-) -> Header:
-    """The header a read of the tensors starts from: `read_header` with the read's options.
-
-    A data read's `timeout` defaults to ``None`` (no bound on a large download); its header
-    read keeps `read_header`'s own bound then, ``TIMEOUT``.
-    """
-    return read_header(
-        source,
-        max_header_size=max_header_size,
+    if isinstance(source, SafetensorsFile):
+        return source.read_ranges(ranges, gap=gap, into=into, timeout=timeout)
+    options = Options(
         headers=headers,
-        timeout=TIMEOUT if timeout is None else timeout,
+        timeout=timeout,
         retries=retries,
         storage_options=storage_options,
+        max_workers=max_workers,
+        part_size=part_size,
+        gap=gap,
     )
+    wanted = [_checked(item) for item in ranges]
+    buffers = None if into is None else _buffers(into, wanted)
+    if not any(length for _, length in wanted):
+        kind_of(source)  # (a TypeError for a source of no kind, even with nothing to read)
+        return [memoryview(b"") for _ in wanted] if buffers is None else buffers
+    file = open_source(source, options.replace(timeout=None))
+    _refuse_a_stream(file)
+    return file.read_ranges(wanted, options.clock(), gap=gap, into=buffers)
+
+
+def read_tensor(
+    source: Source | Checkpoint,
+    tensor: str | TensorInfo,
+    /,
+    key: object = None,
+    *,
+    into: Any = None,
+    gap: int | None = None,
+    max_workers: int = WORKERS,
+    part_size: int = PART_SIZE,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    retries: int = RETRIES,
+    storage_options: Mapping[str, Any] | None = None,
+) -> memoryview:
+    """The bytes of one tensor, or of ``tensor[key]``, read from `source`.
+
+    Args:
+        source: The file the tensor is in, as `read_ranges` takes it (a `SafetensorsFile`
+            checks that it is still the file its header came from), or a `Checkpoint`
+            (the tensor is read from its shard).
+        tensor: Its `TensorInfo` (from this very file's header), or its name (then the
+            header is read first, unless `source` is a `SafetensorsFile` or a
+            `Checkpoint`).
+        key: numpy basic indexing (ints, slices with any step, ``...``, or a tuple of them,
+            e.g. ``numpy.s_[:, 128:256]``): only the bytes of ``tensor[key]`` are read, in
+            as few requests as `gap` allows (see `TensorInfo.byte_ranges`).
+        into: A writable buffer of exactly the selection's bytes, to read into.
+        gap, max_workers, part_size, headers, timeout, retries, storage_options: As for
+            `read_ranges`.
+
+    Returns:
+        The bytes, little-endian, in C order, as one ``memoryview``.
+
+    Raises:
+        As `read_ranges`; KeyError for a name that is not there; IndexError, TypeError and
+        ValueError for a key, as `TensorInfo.byte_ranges`.
+    """
+    options = Options(
+        headers=headers,
+        timeout=timeout,
+        retries=retries,
+        storage_options=storage_options,
+        max_workers=max_workers,
+        part_size=part_size,
+        gap=gap,
+    )
+    shards = getattr(source, "shards", None)
+    if shards is not None:  # a Checkpoint
+        name = tensor if isinstance(tensor, str) else tensor.name
+        source = shards[source.weight_map[name]]  # type: ignore[union-attr]
+    file: RangeFile
+    if isinstance(tensor, str):
+        opened_file = source if isinstance(source, SafetensorsFile) else opened(source, options)  # type: ignore[arg-type]
+        info, file = opened_file.header.tensors[tensor], opened_file._range_file
+    else:
+        info = tensor
+        file = open_source(source, options.replace(timeout=None))
+        _refuse_a_stream(file)
+    return _tensor(file, info, key, into, options.clock())
+
+
+def _tensor(file: RangeFile, info: TensorInfo, key: object, into: Any, clock: Clock) -> memoryview:
+    ranges = [(info.start, info.nbytes)] if key is None else info.byte_ranges(key)
+    total = sum(length for _, length in ranges)
+    if into is None:
+        if len(ranges) == 1:
+            return file.read_ranges(ranges, clock)[0]
+        target = allocate(total)
+    else:
+        target = _buffers([into], [(0, total)])[0]
+    # Each range straight into its place in the one buffer: no join.
+    views, at = [], 0
+    for _, length in ranges:
+        views.append(target[at : at + length])
+        at += length
+    if ranges:
+        file.read_ranges(ranges, clock, into=views)
+    return target
+
+
+def _read(
+    file: RangeFile,
+    ranges: Iterable[tuple[int, int]],
+    gap: int | None,
+    into: Sequence[Any] | None,
+    clock: Clock,
+) -> list[memoryview]:
+    wanted = [_checked(item) for item in ranges]
+    buffers = None if into is None else _buffers(into, wanted)
+    if not any(length for _, length in wanted):
+        return [memoryview(b"") for _ in wanted] if buffers is None else buffers
+    return file.read_ranges(wanted, clock, gap=gap, into=buffers)
+
+
+def _refuse_a_stream(file: RangeFile) -> None:
+    """ValueError for a stream that cannot seek, given as it is: its offset 0 is unknown."""
+    if not file.can_seek():
+        raise ValueError(
+            f"read_ranges() needs a file it can seek in; {file.shown} is a stream (a pipe, a "
+            "socket): read it in order with read_header or open_file, or copy it to a file"
+        )
 
 
 def _checked(item: tuple[int, int]) -> tuple[int, int]:
@@ -192,125 +397,34 @@ def _checked(item: tuple[int, int]) -> tuple[int, int]:
     return offset, length
 
 
-def _joined(reads: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
-    """Sorted ``[start, stop)`` reads, those less than `gap` bytes apart joined into one."""
-    if gap < 0:
-        raise ValueError(f"gap must be 0 or more bytes, not {gap}")
-    spans = [reads[0]]
-    for start, stop in reads[1:]:
-        last_start, last_stop = spans[-1]
-        if start - last_stop <= gap:  # touching and overlapping reads too
-            if stop > last_stop:
-                spans[-1] = (last_start, stop)
-        else:
-            spans.append((start, stop))
-    return spans
-
-
-def _split(spans: list[tuple[int, int]], part_size: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """The spans cut into parts of at most `part_size` bytes, and how many parts each has."""
-    parts: list[tuple[int, int]] = []
-    counts = []
-    for start, stop in spans:
-        cuts = range(start, stop, part_size)
-        parts.extend((cut, min(cut + part_size, stop)) for cut in cuts)
-        counts.append(len(cuts))
-    return parts, counts
-
-
-def _rejoined(parts: list[bytes], counts: list[int]) -> list[bytes]:
-    """Every span's bytes, from its parts (a span of one part is not copied)."""
-    pieces, at = [], 0
-    for count in counts:
-        pieces.append(parts[at] if count == 1 else b"".join(parts[at : at + count]))
-        at += count
-    return pieces
-
-
-def _cut_out(
-    wanted: list[tuple[int, int]],
-    spans: list[tuple[int, int]],
-    pieces: Sequence[bytes],
-    size: int | None,
-) -> list[bytes]:
-    """Every wanted range, cut out of the span that holds it."""
-    from bisect import bisect_right
-
-    starts = [start for start, _ in spans]
-    out = []
-    for offset, length in wanted:
-        if not length:
-            out.append(b"")
-            continue
-        index = bisect_right(starts, offset) - 1
-        piece, at = pieces[index], offset - starts[index]
-        if at == 0 and len(piece) == length:
-            out.append(piece)  # the usual case, one range a request: no copy
-        else:
-            out.append(_cut(piece[at : at + length], offset, length, size))
-    return out
-
-
-def _cut(data: bytes, offset: int, length: int, size: int | None) -> bytes:
-    if len(data) < length:
-        end = offset + len(data)
-        where = f"is {size:,} bytes" if size is not None else f"ended at byte {end:,}"
-        raise HeaderError(
-            "MetadataIncompleteBuffer",
-            f"the file {where}: it ends before the range of {length:,} bytes at offset "
-            f"{offset:,} does (at byte {offset + length:,})",
-        )
-    return data
-
-
-def _pread(
-    path: str | os.PathLike[str] | os.PathLike[bytes], spans: list[tuple[int, int]]
-) -> tuple[list[bytes], int]:
-    """Each span of a local file, with ``os.pread`` where there is one."""
-    with open(path, "rb", buffering=0) as file:
-        size = os.fstat(file.fileno()).st_size
-        if path_kind(file.fileno()) != "file":
+def _buffers(into: Sequence[Any], wanted: list[tuple[int, int]]) -> list[memoryview]:
+    """The caller's buffers as flat writable byte views, one per range, each of its length."""
+    if len(into) != len(wanted):
+        raise ValueError(f"into has {len(into)} buffers for {len(wanted)} ranges")
+    views = []
+    for index, (buffer, (_, length)) in enumerate(zip(into, wanted, strict=True)):
+        try:
+            view = memoryview(buffer)
+        except (TypeError, ValueError):
+            try:  # an array of a dtype the buffer protocol has no code for (ml_dtypes')
+                view = memoryview(buffer.view("u1"))
+            except Exception:
+                raise TypeError(
+                    f"into[{index}] is a {type(buffer).__name__}, not a writable buffer"
+                ) from None
+        if view.readonly:
+            raise TypeError(f"into[{index}] is read-only")
+        if not view.c_contiguous:
+            raise ValueError(f"into[{index}] is not contiguous")
+        view = view.cast("B") if view.ndim != 1 or view.format != "B" else view
+        if view.nbytes != length:
             raise ValueError(
-                f"read_ranges() needs a file it can seek in; {os.fsdecode(path)!r} is a "
-                f"{path_kind(file.fileno())} (read it with read_header, or copy it to a file)"
+                f"into[{index}] holds {view.nbytes:,} bytes, the range {length:,}: they must "
+                "be equal"
             )
-        pread = getattr(os, "pread", None)
-        if pread is None:  # Windows: one file object of our own, so no position is shared
-            return _seek_and_read(file, spans)[0], size
-        pieces = []
-        for start, end in spans:
-            stop = min(end, size)  # nothing past the end is asked for (nor 2**63 offsets)
-            chunks, at = [], start
-            while at < stop:
-                chunk = pread(file.fileno(), min(stop - at, _CHUNK), at)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                at += len(chunk)
-            pieces.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        return pieces, size
+        views.append(view)
+    return views
 
 
-def _seek_and_read(file: Any, spans: list[tuple[int, int]]) -> tuple[list[bytes], int | None]:
-    """Each span of a binary file object, its position put back afterwards."""
-    seekable = getattr(file, "seekable", None)
-    if (seekable is not None and not seekable()) or not (
-        hasattr(file, "seek") and hasattr(file, "tell")
-    ):
-        raise ValueError(
-            "read_ranges() needs a file object it can seek in (this one cannot: a pipe or a "
-            "stream); read the stream in order, or copy it to a file first"
-        )
-    position = file.tell()
-    try:
-        size = file.seek(0, os.SEEK_END)
-        pieces = []
-        for start, stop in spans:
-            if size is not None and start >= size:
-                pieces.append(b"")  # past the end (and offsets past 2**63 cannot seek)
-                continue
-            file.seek(start)
-            pieces.append(read_at_most(file.read, stop - start))
-    finally:
-        file.seek(position)
-    return pieces, size
+# Where users find it (help(), reprs, pickles by reference): the package's top level.
+SafetensorsFile.__module__ = __name__.rpartition(".")[0]

@@ -12,9 +12,7 @@ from ._format import HEADER_LENGTH_SIZE
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, KeysView, Sequence
-    from typing import Any, Final, TypeVar
-
-    from ._sources import Source
+    from typing import Final, TypeVar
 
     _R = TypeVar("_R", bound=type)
 
@@ -169,40 +167,6 @@ class TensorInfo:
         from ._ranges import byte_ranges  # on first use: the import stays cheap
 
         return byte_ranges(self, key)
-
-    def read(
-        self,
-        source: Source,
-        /,
-        key: object = None,
-        *,
-        gap: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        retries: int = 2,
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        """The tensor's bytes (of ``self[key]`` when a key is given), read from `source`.
-
-        `source` is the file this tensor's header came from, as any source `read_ranges`
-        takes (a path, a URL, an object store, a file object, bytes). Only the tensor's
-        bytes are read: one request for the whole tensor, and as few as `gap` allows for a
-        key (see `byte_ranges`; `gap` and the other options are `read_ranges`'). The bytes
-        are little-endian, in C order. Raises as `read_ranges` (and `byte_ranges` for a key).
-        """
-        from ._fetch import read_ranges  # on first use: the import stays cheap
-
-        ranges = [(self.start, self.nbytes)] if key is None else self.byte_ranges(key)
-        pieces = read_ranges(
-            source,
-            ranges,
-            gap=gap,
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            storage_options=storage_options,
-        )
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def chunks(
         self, chunk_shape: Sequence[int] | None = None, /

@@ -1,16 +1,20 @@
-"""Object stores: fsspec URLs (``s3://``, ``gs://``, ``hf://``, ``memory://``, ...) and obstore.
+"""Object stores as `RangeFile` backends: fsspec URLs and filesystems, obstore and obspec stores.
 
-Two kinds of source, each read with the same discipline as an HTTP URL:
+Layer: sources. Two kinds of store, each read with the discipline of an HTTP URL:
 
 * an fsspec URL (a ``str`` with a scheme other than http and https), resolved with
-  ``fsspec.core.url_to_fs(url, **storage_options)``; or a pair ``(filesystem, path)`` of an
-  fsspec filesystem and a path in it. The file's size comes from ``fs.size`` (one metadata
-  request, a HEAD for s3fs), the header from one ranged read (two for a header longer than
-  the first read), byte ranges from ``fs.cat_ranges`` (concurrent on async filesystems);
-* a pair ``(store, path)`` of an obstore store (or any obspec store with ``get``,
-  ``get_range`` and ``get_ranges``) and a path in it. The first ranged ``get`` brings the
-  file's size with it, so a header costs one request (two for a long one), and the other
-  ranges are one ``get_ranges`` call (which obstore sends concurrently).
+  ``fsspec.core.url_to_fs(url, **storage_options)``, or a pair ``(filesystem, path)``. The
+  file's size and identity come from ``fs.info`` (one metadata request, a HEAD for s3fs),
+  the header from one ranged read (two for a long header). Tensors: where the filesystem can
+  sign a URL (s3fs, gcsfs, adlfs), through the HTTP client with that URL, each byte read
+  once into the memory it is returned in; elsewhere ``fs.cat_ranges``, a few parts at a
+  time (concurrent on async filesystems), and the file's identity checked after;
+* a pair ``(store, path)`` of an obstore store or any obspec store (``get`` with options,
+  ``get_range``, ``get_ranges``, ``head``; or ``head`` and ``get_range`` alone). The first
+  ``get`` brings the size and ETag with it, so a header costs one request (two for a long
+  one); later reads are conditional on that ETag (``if_match``), and ``get_ranges`` (which
+  obstore joins and sends concurrently) is followed by a ``head`` that checks it. obstore's
+  buffers are handed out as they are, never copied.
 
 fsspec and obstore are imported by their users, never by this module: nothing is imported
 unless such a source is used. A store's own errors other than `OSError` (botocore's,
@@ -19,55 +23,48 @@ obstore's) are raised as `RemoteError`, with the store's message.
 
 from __future__ import annotations
 
-import errno
 import posixpath
 
 from ._errors import RemoteError
-from ._format import bytes_needed
-from ._parser import parse_header
+from ._options import REMOTE_GAP
+from ._sources import (
+    RangeFile,
+    ShortRead,
+    _check_known_end,
+    parts,
+    redact,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-    from typing import Any, TypeVar
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, Final, TypeVar
 
-    from ._header import Header
+    from ._http import HttpFile
+    from ._options import Clock, Options
+    from ._sources import Read
 
     _Result = TypeVar("_Result")
 
-__all__ = [
-    "Target",
-    "fetch_document",
-    "is_pair",
-    "read_ranges",
-    "read_store_header",
-    "sibling",
-    "target",
-]
+__all__ = ["FsspecFile", "StoreFile", "is_pair", "store_file"]
 
-
-class Target:
-    """A file in an object store: an fsspec filesystem or an obspec store, and a path."""
-
-    __slots__ = ("fsspec", "path", "shown", "store")
-
-    def __init__(self, store: Any, path: str, *, fsspec: bool, shown: str) -> None:
-        self.store, self.path, self.fsspec, self.shown = store, path, fsspec, shown
-
-    def call(self, what: Callable[[], _Result]) -> _Result:
-        """Run a store call; its errors that are not OSErrors become RemoteErrors."""
-        try:
-            return what()
-        except OSError:
-            raise  # FileNotFoundError, PermissionError, ...: already what callers expect
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as error:  # obstore's panics (pyo3's PanicException) too
-            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise RemoteError(
-                f"could not read {self.shown}: {type(error).__name__}: {message[:300]!a}",
-                url=self.shown,
-            ) from error
+# A batch of fsspec parts in memory at once, before they are copied to where they belong.
+_BATCH: Final = 64 << 20
+_SIGNED_FOR: Final = 3600  # seconds a signed URL is valid for
+# What an fsspec info() may say that changes when the file does.
+_VALIDATORS: Final = (
+    "ETag",
+    "etag",
+    "e_tag",
+    "VersionId",
+    "version_id",
+    "generation",
+    "LastModified",
+    "last_modified",
+    "mtime",
+    "created",
+    "ino",
+)
 
 
 def is_pair(source: object) -> bool:
@@ -85,15 +82,17 @@ def _is_filesystem(store: object) -> bool:
 
 
 def _is_store(store: object) -> bool:
-    return all(hasattr(store, name) for name in ("get", "get_range", "get_ranges"))
+    return hasattr(store, "get_range") and (hasattr(store, "get") or hasattr(store, "head"))
 
 
-def target(source: str | tuple[Any, str], storage_options: Mapping[str, Any] | None) -> Target:
-    """The store and path of an fsspec URL or of a pair."""
+def store_file(source: str | tuple[Any, str], options: Options) -> RangeFile:
+    """The `RangeFile` of an fsspec URL or of a ``(store or filesystem, path)`` pair."""
     if isinstance(source, tuple):
         store, path = source
-        name = type(store).__name__
-        return Target(store, path, fsspec=_is_filesystem(store), shown=f"{path} in {name}")
+        shown = f"{path} in {type(store).__name__}"
+        if _is_filesystem(store):
+            return FsspecFile(store, path, options, shown=shown)
+        return StoreFile(store, path, options, shown=shown)
     try:
         import fsspec.core  # type: ignore[import-untyped]  # optional: only for such URLs
     except ImportError:
@@ -102,75 +101,291 @@ def target(source: str | tuple[Any, str], storage_options: Mapping[str, Any] | N
             f"reading a {scheme}:// URL needs fsspec and the package for {scheme}:// (s3fs, "
             "gcsfs, adlfs, huggingface_hub, ...): pip install fsspec s3fs, for example"
         ) from None
-    filesystem, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
-    return Target(filesystem, path, fsspec=True, shown=_redacted(source))
+    filesystem, path = fsspec.core.url_to_fs(source, **(options.storage_options or {}))
+    return FsspecFile(filesystem, path, options, shown=redact(source), url=source)
 
 
-def sibling(source: str | tuple[Any, str], name: str) -> str | tuple[Any, str]:
-    """The source of the file `name` next to `source` (a shard beside its index)."""
-    if isinstance(source, tuple):
-        return source[0], posixpath.join(posixpath.dirname(source[1]), name)
-    return source.rsplit("/", 1)[0] + "/" + name
+class _Store(RangeFile):
+    """What both kinds share: errors as RemoteErrors, the identity pinned once."""
 
+    default_gap = REMOTE_GAP
 
-def read_store_header(where: Target, *, max_header_size: int, first_read: int) -> Header:
-    """The header: the first `first_read` bytes (and the file's size), then any remainder."""
-    if where.fsspec:
-        size = _fs_size(where)
-        first = min(first_read, size) if size is not None else first_read
-        data = _fs_ranges(where, [(0, first)])[0] if first else b""
-    else:
-        data, size = _store_first(where, first_read)
-    need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
-    while need > len(data) and len(data) >= first_read:  # fewer than asked: the file's end
-        first_read = need
-        data += _get(where, len(data), need)
-        need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
-    return parse_header(data, file_size=size, max_header_size=max_header_size)
+    def __init__(self, store: Any, path: str, options: Options, shown: str) -> None:
+        super().__init__(options, shown)
+        self.store = store
+        self.path = path
+        self.validator: object = None
+        self.pinned = False
 
-
-def read_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> tuple[list[bytes], int | None]:
-    """The bytes of each non-empty ``[start, stop)`` span (short only at the file's end)."""
-    if where.fsspec:
+    def call(self, what: Callable[[], _Result]) -> _Result:
+        """Run a store call; its errors that are not OSErrors become RemoteErrors."""
         try:
-            return _fs_ranges(where, spans), None
-        except _PastTheEnd:
-            # s3fs refuses a range that starts at or past the end (EINVAL) where others
-            # give b"": ask the size, and only for what the file holds.
-            size = _fs_size(where)
-            if size is None:
-                raise
-            inside = [(start, min(stop, size)) for start, stop in spans if start < size]
-            found = iter(_fs_ranges(where, inside) if inside else [])
-            return [next(found) if start < size else b"" for start, _ in spans], size
-    # obstore panics (a BaseException) for a range that starts past the end: the first
-    # request learns the size, and the other ranges are cut to it before they are asked for.
-    first, size = _store_first(where, spans[0][1], start=spans[0][0])
-    rest = [(start, min(stop, size)) for start, stop in spans[1:] if start < size]
-    pieces = where.call(
-        lambda: (
-            where.store.get_ranges(
-                where.path, starts=[start for start, _ in rest], ends=[stop for _, stop in rest]
-            )
-            if rest
-            else []
+            return what()
+        except OSError:
+            raise  # FileNotFoundError, PermissionError, ...: already what callers expect
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # obstore's panics (pyo3's PanicException) too
+            if type(error).__name__ in ("PreconditionError", "NotModifiedError"):
+                raise self.changed("its ETag", "another") from error
+            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise RemoteError(
+                f"could not read {self.shown}: {type(error).__name__}: {message[:300]!a}",
+                url=self.shown,
+            ) from error
+
+    def pin(self, size: int, validator: object) -> None:
+        """Set the file's identity on first sight; RemoteError if a later sight differs."""
+        if not self.pinned:
+            if self.expected_size is not None and size != self.expected_size:
+                raise self.changed(f"its size was {self.expected_size:,} bytes", f"{size:,}")
+            self.size, self.validator, self.pinned = size, validator, True
+            return
+        if size != self.size:
+            raise self.changed(f"its size was {self.size:,} bytes", f"{size:,}")
+        if validator != self.validator:
+            raise self.changed(f"it was {self.validator!a}", f"{validator!a}")
+
+    def changed(self, was: str, now: str) -> RemoteError:
+        return RemoteError(
+            f"the file at {self.shown} changed between two requests: {was}, and is now {now} "
+            "(its header and its data would be of two different files; read it again)",
+            url=self.shown,
         )
-    )
-    found = iter(pieces)
-    return [first] + [_bytes(next(found)) if start < size else b"" for start, _ in spans[1:]], size
+
+    def short(self, start: int, asked: int, got: int) -> RemoteError:
+        return RemoteError(
+            f"could not read {self.shown}: the store returned {got:,} of the {asked:,} bytes at "
+            f"offset {start:,}, which its size of {self.size:,} bytes says are there",
+            url=self.shown,
+        )
+
+    def first_read_size(self) -> int:
+        if self.pinned and self.size is not None:
+            return min(self.options.first_read, self.size)
+        return self.options.first_read
+
+    def document(self, limit: int, clock: Clock) -> bytes:
+        return self.read(0, limit + 1, clock)
 
 
-class _PastTheEnd(Exception):
-    """A filesystem refused a range past the end of the file (s3fs: EINVAL)."""
+class StoreFile(_Store):
+    """A file in an obstore store, or any obspec store."""
+
+    def __init__(self, store: Any, path: str, options: Options, *, shown: str) -> None:
+        super().__init__(store, path, options, shown)
+        # obstore's stores: get() with options brings the size and ETag with the bytes, and
+        # can be made conditional. A bare obspec store: head() and get_range().
+        self.rich = hasattr(store, "get") and hasattr(store, "get_ranges")
+
+    def _head(self) -> None:
+        meta = self.call(lambda: self.store.head(self.path))
+        self.pin(int(meta["size"]), _meta_validator(meta))
+
+    def _get(self, start: int, stop: int) -> memoryview:
+        """Bytes ``[start, stop)`` of a pinned file (`stop` within it), checked."""
+        if self.rich:
+            options: dict[str, Any] = {"range": (start, stop)}
+            etag = self.validator[0] if isinstance(self.validator, tuple) else None
+            if etag is not None:
+                options["if_match"] = etag
+            result = self.call(lambda: self.store.get(self.path, options=options))
+            self.pin(int(result.meta["size"]), _meta_validator(result.meta))
+            data = memoryview(self.call(result.bytes))
+        else:
+            data = memoryview(
+                self.call(lambda: self.store.get_range(self.path, start=start, end=stop))
+            )
+        if len(data) != stop - start:
+            raise self.short(start, stop - start, len(data))
+        return data
+
+    def first(self, count: int, clock: Clock) -> bytes:
+        if self.rich and not self.pinned:
+            # One request: the bytes, and the size and ETag with them.
+            def get() -> Any:
+                return self.store.get(self.path, options={"range": (0, count)})
+
+            try:
+                result = get()
+            except OSError:
+                raise
+            except Exception:
+                # obstore refuses a range of an empty object, and panics for one that
+                # starts past the end: ask the size, then the store's error if it remains.
+                self._head()
+                if self.size == 0:
+                    return b""
+                result = self.call(get)
+            self.pin(int(result.meta["size"]), _meta_validator(result.meta))
+            data = bytes(self.call(result.bytes))
+            if len(data) != min(count, self.size or 0):
+                raise self.short(0, min(count, self.size or 0), len(data))
+            return data
+        return self.read(0, count, clock)
+
+    def read(self, start: int, stop: int, clock: Clock) -> bytes:
+        if not self.pinned:
+            self._head()
+        stop = min(stop, self.size or 0)
+        if start >= stop:
+            return b""
+        return bytes(self._get(start, stop))
+
+    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+        segments = [segment for _, _, pieces in reads for segment in pieces]
+        found = self._ranges([(offset, len(view)) for offset, view in segments])
+        for (_, view), data in zip(segments, found, strict=True):
+            view[:] = data
+
+    def read_ranges(
+        self,
+        ranges: Sequence[tuple[int, int]],
+        clock: Clock,
+        *,
+        gap: int | None = None,
+        into: Sequence[memoryview] | None = None,
+    ) -> list[memoryview]:
+        # obstore joins ranges closer than 1 MiB itself, and slices its buffers without a
+        # copy: the ranges go to it as they are, and its buffers come back as they are.
+        found = self._ranges(ranges)
+        if into is None:
+            return found
+        for view, data in zip(into, found, strict=True):
+            view[:] = data
+        return list(into)
+
+    def _ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        if not self.pinned:
+            self._head()
+        _check_known_end(ranges, self.size)
+        wanted = [(offset, length) for offset, length in ranges if length]
+        out: dict[tuple[int, int], memoryview] = {}
+        if len(set(wanted)) == 1:
+            offset, length = wanted[0]
+            out[wanted[0]] = self._get(offset, offset + length)
+        elif wanted:
+            if self.rich:
+                pieces = self.call(
+                    lambda: self.store.get_ranges(
+                        self.path,
+                        starts=[offset for offset, _ in wanted],
+                        ends=[offset + length for offset, length in wanted],
+                    )
+                )
+                for key, piece in zip(wanted, pieces, strict=True):
+                    view = memoryview(piece)
+                    if len(view) != key[1]:
+                        raise self.short(key[0], key[1], len(view))
+                    out[key] = view
+                self._head()  # the object is still the one pinned: nothing was mixed
+            else:
+                for offset, length in wanted:
+                    out[offset, length] = self._get(offset, offset + length)
+                self._head()
+        empty = memoryview(b"")
+        return [out[offset, length] if length else empty for offset, length in ranges]
+
+    def sibling(self, name: str) -> StoreFile:
+        path = posixpath.join(posixpath.dirname(self.path), name)
+        return StoreFile(
+            self.store, path, self.options, shown=f"{path} in {type(self.store).__name__}"
+        )
 
 
-def _fs_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> list[bytes]:
-    """``cat_ranges`` of the spans; pieces longer than asked (a range ignored) refused."""
-    count = len(spans)
-    try:
-        pieces = where.call(
-            lambda: where.store.cat_ranges(
-                [where.path] * count,
+def _meta_validator(meta: Any) -> tuple[object, object, object]:
+    """What an obspec ObjectMeta says that changes when the object does."""
+    get = meta.get if hasattr(meta, "get") else lambda name: getattr(meta, name, None)
+    return (get("e_tag"), get("version"), str(get("last_modified")))
+
+
+class FsspecFile(_Store):
+    """A file of an fsspec filesystem (given as a URL, or as a ``(filesystem, path)`` pair)."""
+
+    def __init__(
+        self, filesystem: Any, path: str, options: Options, *, shown: str, url: str | None = None
+    ) -> None:
+        super().__init__(filesystem, path, options, shown)
+        self.url = url
+        self.signing: bool | None = None  # unknown until tried
+        self._signed: HttpFile | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_signed"] = None
+        return state
+
+    def _info(self) -> None:
+        if hasattr(self.store, "invalidate_cache") and self.pinned:
+            self.call(lambda: self.store.invalidate_cache(self.path))
+        info = self.call(lambda: self.store.info(self.path))
+        size = info.get("size")
+        if size is None:
+            size = self.call(lambda: self.store.size(self.path))
+        validator = tuple((name, str(info[name])) for name in _VALIDATORS if name in info)
+        self.pin(int(size), validator)
+
+    def first_read_size(self) -> int:
+        if not self.pinned:
+            self._info()
+        return super().first_read_size()
+
+    def first(self, count: int, clock: Clock) -> bytes:
+        return self.read(0, count, clock)
+
+    def read(self, start: int, stop: int, clock: Clock) -> bytes:
+        if not self.pinned:
+            self._info()
+        stop = min(stop, self.size or 0)
+        if start >= stop:
+            return b""  # (s3fs refuses a range of an empty file, or past its end)
+        [data] = self._cat([(start, stop)])
+        if len(data) != stop - start:
+            raise self.short(start, stop - start, len(data))
+        return data
+
+    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+        if not self.pinned:
+            self._info()
+        reads = list(reads)
+        signed = self._signed_file()
+        if signed is not None:
+            try:
+                signed.read_into(reads, clock)
+            except RemoteError as error:
+                if error.status is None or not 400 <= error.status < 500 or self.signing:
+                    raise
+                self.signing = False  # the signed URL was refused: fsspec's own reads then
+                self._signed = None
+            else:
+                self.signing = True
+                return
+        batch: list[Read] = []
+        held = 0
+        for read in parts(reads, self.options.part_size):
+            batch.append(read)
+            held += read[1] - read[0]
+            if held >= _BATCH:
+                self._fill(batch)
+                batch, held = [], 0
+        if batch:
+            self._fill(batch)
+        self._info()  # the file is still the one pinned: nothing was mixed
+
+    def _fill(self, reads: list[Read]) -> None:
+        found = self._cat([(start, stop) for start, stop, _ in reads])
+        for (start, stop, segments), data in zip(reads, found, strict=True):
+            if len(data) < stop - start:
+                raise ShortRead(start + len(data))
+            for offset, view in segments:
+                view[:] = memoryview(data)[offset - start : offset - start + len(view)]
+
+    def _cat(self, spans: Sequence[tuple[int, int]]) -> list[bytes]:
+        """``cat_ranges`` of the spans; pieces longer than asked (a range ignored) refused."""
+        count = len(spans)
+        pieces = self.call(
+            lambda: self.store.cat_ranges(
+                [self.path] * count,
                 [start for start, _ in spans],
                 [stop for _, stop in spans],
                 on_error="raise",
@@ -179,85 +394,59 @@ def _fs_ranges(where: Target, spans: Sequence[tuple[int, int]]) -> list[bytes]:
         # Older fsspec (2024.12) returns a range's error in the list even with "raise".
         failed = next((piece for piece in pieces if isinstance(piece, BaseException)), None)
         if failed is not None:
-            where.call(lambda: _raise(failed))
-    except OSError as error:
-        if error.errno == errno.EINVAL:
-            raise _PastTheEnd from error
-        raise
-    out = [_bytes(piece) for piece in pieces]
-    for piece, (start, stop) in zip(out, spans, strict=True):
-        if len(piece) > stop - start:  # fsspec's HTTPFileSystem, on a 200 to a Range
-            raise RemoteError(
-                f"could not read {where.shown}: {len(piece):,} bytes came for the "
-                f"{stop - start:,} of bytes {start:,}-{stop - 1:,} (the range was ignored)",
-                url=where.shown,
-            )
-    return out
+            self.call(lambda: _raise(failed))
+        out = [piece if isinstance(piece, bytes) else bytes(memoryview(piece)) for piece in pieces]
+        for piece, (start, stop) in zip(out, spans, strict=True):
+            if len(piece) > stop - start:  # fsspec's HTTPFileSystem, on a 200 to a Range
+                raise RemoteError(
+                    f"could not read {self.shown}: {len(piece):,} bytes came for the "
+                    f"{stop - start:,} of bytes {start:,}-{stop - 1:,} (the range was ignored)",
+                    url=self.shown,
+                )
+        return out
+
+    def _signed_file(self) -> HttpFile | None:
+        """The file behind a signed URL (s3fs, gcsfs, adlfs), read with the HTTP client; None
+        where the filesystem cannot sign one."""
+        if self.signing is False:
+            return None
+        if self._signed is not None:
+            return self._signed
+        from fsspec import AbstractFileSystem
+
+        if type(self.store).sign is AbstractFileSystem.sign:
+            self.signing = False
+            return None
+        try:
+            url = self.store.sign(self.path, expiration=_SIGNED_FOR)
+        except Exception:  # no credentials to sign with, or not for this filesystem
+            self.signing = False
+            return None
+        if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+            self.signing = False
+            return None
+        from ._http import HttpFile
+
+        signed = HttpFile(url, self.options.replace(headers=None))
+        signed.shown = self.shown
+        validator = dict(self.validator or ())  # type: ignore[call-overload]
+        etag = next((v for k, v in validator.items() if k.lower() in ("etag", "e_tag")), None)
+        # Pinned as this file is: the same size, and its ETag for If-Range.
+        signed.pinned, signed.ranged, signed.final = True, True, url
+        signed.size = self.size
+        signed.etag = etag if etag is not None and etag.startswith('"') else None
+        self._signed = signed
+        return signed
+
+    def sibling(self, name: str) -> FsspecFile:
+        path = posixpath.join(posixpath.dirname(self.path), name)
+        if self.url is not None:
+            url = self.url.split("?", 1)[0].rsplit("/", 1)[0] + "/" + name
+            return FsspecFile(self.store, path, self.options, shown=redact(url), url=url)
+        return FsspecFile(
+            self.store, path, self.options, shown=f"{path} in {type(self.store).__name__}"
+        )
 
 
 def _raise(error: BaseException) -> None:
     raise error
-
-
-def fetch_document(where: Target, limit: int) -> bytes:
-    """A whole small file (an index JSON), read to at most ``limit + 1`` bytes (more than
-    `limit`: the file is larger, and the caller says so)."""
-    return _get(where, 0, limit + 1)
-
-
-def _store_first(where: Target, stop: int, *, start: int = 0) -> tuple[bytes, int]:
-    """Bytes ``[start, stop)`` from an obspec store, and the file's size, in one request."""
-
-    def get() -> tuple[bytes, int]:
-        result = where.store.get(where.path, options={"range": (start, stop)})
-        return _bytes(result.bytes()), int(result.meta["size"])
-
-    try:
-        return get()
-    except OSError:
-        raise
-    except Exception:
-        size = int(where.call(lambda: where.store.head(where.path))["size"])
-        if start >= size:
-            return b"", size
-        return where.call(get)  # the range was not the problem: the store's error, wrapped
-
-
-def _get(where: Target, start: int, stop: int) -> bytes:
-    if where.fsspec:
-        return _fs_ranges(where, [(start, stop)])[0] if start else _fs_read(where, stop)
-    return _store_first(where, stop, start=start)[0]
-
-
-def _fs_read(where: Target, stop: int) -> bytes:
-    """Bytes ``[0, stop)``, fewer if the file is shorter (an empty file too, which s3fs
-    refuses any range of)."""
-    try:
-        return _fs_ranges(where, [(0, stop)])[0]
-    except _PastTheEnd:
-        size = _fs_size(where)
-        if size is None or size > 0:
-            raise
-        return b""
-
-
-def _fs_size(where: Target) -> int | None:
-    size = where.call(lambda: where.store.size(where.path))
-    return None if size is None else int(size)
-
-
-def _bytes(piece: object) -> bytes:
-    """bytes of any buffer (obstore's Bytes, a memoryview, ...)."""
-    if isinstance(piece, bytes):
-        return piece
-    return memoryview(piece).tobytes()  # type: ignore[arg-type]
-
-
-def _redacted(url: str) -> str:
-    """The URL without user info or query: credentials may hide there."""
-    scheme, _, rest = url.partition("://")
-    rest = rest.split("?", 1)[0]
-    host, slash, path = rest.partition("/")
-    if "@" in host:
-        host = "<redacted>@" + host.rpartition("@")[2]
-    return f"{scheme}://{host}{slash}{path}"

@@ -49,12 +49,11 @@ import sys
 import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
 import numpy as np
 
-from ._errors import HeaderError
-from ._fetch import header_for_data, read_ranges
+from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
+from ._options import RETRIES, Options
 from ._parser import parse_header
-from ._sources import RETRIES, Source, is_url, read_at_most, url_scheme
-from ._stores import is_pair
+from ._sources import Source, kind_of
 from ._writer import _write_all, encode_header, write_file
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -203,15 +202,11 @@ def from_safetensors(
     """
     if byteorder not in (None, "<", ">"):
         raise ValueError(f"byteorder must be '<', '>' or None, not {byteorder!r}")
-    if header is None:
-        header = header_for_data(
-            source,
-            max_header_size=max_header_size,
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            storage_options=storage_options,
-        )
+    options = Options(
+        headers=headers, timeout=timeout, retries=retries, storage_options=storage_options
+    )
+    file = opened(source, options, header=header, max_header_size=max_header_size)
+    header = file.header
     stream = header.file_size is None  # read_header could not seek: a pipe, a socket...
     if virtual and stream:
         raise ValueError(
@@ -225,23 +220,15 @@ def from_safetensors(
     _walk(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
     plan = _Plan(header, *_resolved_key(buffer_key, metadata, needed, header), order)
     _walk(form, length, plan.check)  # names and sizes the header settles, before any read
-    options: dict[str, Any] = {
-        "headers": headers,
-        "timeout": timeout,
-        "retries": retries,
-        "storage_options": storage_options,
-    }
     if virtual:
         container: Mapping[str, Any] = {
-            key: _reader(source, info, dtype, order, options)
+            key: _reader(file, info, dtype, order, timeout)
             for key, (info, dtype) in plan.entries.items()
         }
     else:
         infos = [info for info, _ in plan.entries.values()]
-        if stream:
-            pieces = _read_stream(source, header, infos)
-        else:
-            pieces = read_ranges(source, [(info.start, info.nbytes) for info in infos], **options)
+        # (A stream is read in order, from where its header ended.)
+        pieces = list(file.read_tensors(infos, timeout=timeout).values())
         plan.data = {
             key: np.frombuffer(piece, dtype=dtype.newbyteorder(order))
             for (key, (_, dtype)), piece in zip(plan.entries.items(), pieces, strict=True)
@@ -616,28 +603,19 @@ class _Plan:
 
 
 def _reader(
-    source: Source, info: TensorInfo, dtype: np.dtype[Any], order: _Order, options: dict[str, Any]
+    file: SafetensorsFile,
+    info: TensorInfo,
+    dtype: np.dtype[Any],
+    order: _Order,
+    timeout: float | None,
 ) -> Callable[[], NDArray[Any]]:
-    """A virtual buffer's generator: one ranged read of its tensor."""
+    """A virtual buffer's generator: one ranged read of its tensor, of the file opened."""
 
     def read() -> NDArray[Any]:
-        [piece] = read_ranges(source, [(info.start, info.nbytes)], **options)
+        piece = file.read_tensor(info, timeout=timeout)
         return np.frombuffer(piece, dtype=dtype.newbyteorder(order)).astype(dtype, copy=False)
 
     return read
-
-
-def _read_stream(file: Any, header: Header, infos: list[TensorInfo]) -> list[bytes]:
-    """The tensors of a stream that read_header has read up to its data buffer."""
-    data = read_at_most(file.read, header.data_size)
-    if len(data) < header.data_size:
-        raise HeaderError(
-            "MetadataIncompleteBuffer",
-            f"the stream ended {header.data_size - len(data):,} bytes before the end of its "
-            "data buffer",
-        )
-    base = header.data_start
-    return [data[info.start - base : info.end - base] for info in infos]
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -666,25 +644,26 @@ def _write(
     metadata: Mapping[str, str],
     storage_options: Mapping[str, Any] | None,
 ) -> Header:
-    if isinstance(destination, (str, os.PathLike)):
-        text = os.fspath(destination)
-        if is_url(text):
-            raise ValueError(
-                f"cannot write to {text[:80]!r}: HTTP has no standard way to write a file; "
-                "write to a path, an fsspec URL or an object store"
-            )
-        if url_scheme(text) is None:
-            views = {
-                name: (dtype, shape, data.data) for name, (dtype, shape, data) in tensors.items()
-            }
-            return write_file(destination, views, metadata=metadata)
+    try:
+        kind = kind_of(destination)
+    except TypeError:
+        kind = "stream"  # a writer with write() but no read(): said below if not
+    if kind == "http":
+        raise ValueError(
+            f"cannot write to {os.fspath(destination)[:80]!r}: HTTP has no standard way to "  # type: ignore[arg-type]
+            "write a file; write to a path, an fsspec URL or an object store"
+        )
+    if kind == "path":
+        views = {name: (dtype, shape, data.data) for name, (dtype, shape, data) in tensors.items()}
+        return write_file(destination, views, metadata=metadata)  # type: ignore[arg-type]
+    if kind == "fsspec":
         import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
 
-        filesystem, path = fsspec.core.url_to_fs(text, **(storage_options or {}))
+        filesystem, path = fsspec.core.url_to_fs(destination, **(storage_options or {}))
         destination = (filesystem, path)
     header, pieces = _pieces(tensors, metadata)
     if isinstance(destination, tuple):
-        if not is_pair(destination):
+        if kind not in {"store", "fsspec"}:
             raise TypeError(
                 "a (store, path) destination needs an obstore store or an fsspec filesystem, "
                 f"not {type(destination[0]).__name__}"
@@ -703,7 +682,7 @@ def _write(
             f"object, not {type(destination).__name__}"
         )
     for piece in pieces:
-        _write_all(destination, piece)
+        _write_all(destination, piece)  # type: ignore[arg-type]
     return header
 
 

@@ -1,5 +1,7 @@
 """Load safetensors tensors as numpy arrays: memory-mapped, validated, with BF16 and F8.
 
+Layer: adapters (on the data path, `safetensors_header._fetch`).
+
     >>> from safetensors_header.numpy import load, open_tensors
     >>> arrays = load("model.safetensors")  # doctest: +SKIP
     >>> arrays["lm_head.weight"].dtype  # doctest: +SKIP
@@ -18,11 +20,12 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from ._errors import HeaderError
-from ._fetch import header_for_data, read_ranges
+from ._fetch import SafetensorsFile, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._sources import RETRIES, Source, in_store, is_url, read_at_most
+from ._local import PathFile, header_at
+from ._options import RETRIES, WORKERS, Clock, Options
+from ._sources import Source, changed, header_of, kind_of
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -73,92 +76,116 @@ def load(
     names: Iterable[str] | None = None,
     *,
     header: Header | None = None,
+    mmap: bool | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
     retries: int = RETRIES,
     storage_options: Mapping[str, Any] | None = None,
+    max_workers: int = WORKERS,
 ) -> dict[str, NDArray[Any]]:
     """Load tensors of a safetensors file as numpy arrays.
 
-    The values, dtypes and shapes are those of ``safetensors.numpy.load_file`` (which stops
-    at BF16 and F8; here they load through ml_dtypes). The header is validated as the
-    reference does (`HeaderError`).
+    The values, dtypes and shapes are those of ``safetensors.numpy.load_file`` (BF16 and F8
+    through ml_dtypes). The header is validated as the reference does (`HeaderError`), and
+    the data is read from the very file the header came from: a file replaced or rewritten
+    in between raises (`RemoteError`, or `HeaderError` of kind ``FileChanged``).
+
+    Every array is a view of the memory its bytes were read into, once: no copy follows
+    the read. Adjacent tensors are read as one span (one request for a URL, in parallel
+    parts of 16 MiB), and their arrays share its buffer.
 
     Args:
-        source: A local path: the file is memory-mapped read-only and every array is a view
-            of the map, so nothing is read until used and the arrays are read-only
-            (``.copy()`` one to change it). A bytes-like object holding the whole file
-            (``bytes``, ``bytearray``, ``memoryview``, ``mmap``): the arrays are views of it,
-            without a copy. A binary file object: the tensors are read into memory. An
-            ``http(s)://`` URL, an fsspec URL or a ``(store, path)`` pair (as for
-            `read_header`): the header, then only the chosen tensors' bytes, with
-            `read_ranges` (adjacent tensors in one request); the arrays are read-only.
+        source: A local path: by default memory-mapped read-only, every array a view of
+            the map, so nothing is read until used and the arrays are read-only
+            (``.copy()`` one to change it); with ``mmap=False`` read into memory with
+            ``os.preadv`` (writable arrays). A bytes-like object holding the whole file
+            (``bytes``, ``bytearray``, ``memoryview``, ``mmap``): the arrays are views of
+            it, without a copy. A binary file object (a stream that cannot seek too): the
+            tensors are read into memory. An ``http(s)://`` URL, an fsspec URL or a
+            ``(store, path)`` pair (as for `read_header`): the header, then only the chosen
+            tensors' bytes, read into memory (writable arrays; obstore's buffers are
+            read-only). A `SafetensorsFile` (from `open_file`, or ``Checkpoint.shards``):
+            its header is not read again.
         names: The tensors to load (default: all), in the order of the result.
-        header: The file's header, already read (``Checkpoint.files[shard]``, say): for a
-            URL or an object store it is not read again (one request saved). It must be the
-            header of this very file: only the ends of the ranges are checked.
+        header: The file's header, already read (``Checkpoint.files[shard]``, say): not read
+            again (for a URL or an object store, one request saved). It must be the header
+            of this very file: the file's size is checked against it.
+        mmap: For a local path: map the file (the default) or read it (``False``).
         max_header_size: The largest header length accepted; see `parse_header`.
         headers, retries: For http(s) URLs, as for `read_header`.
-        timeout: For http(s) URLs: seconds the whole read of the tensors may take (the
-            header's read has its own, 10 s unless this is given); ``None``: no bound.
+        timeout: For URLs: seconds the whole read of the tensors may take (the header's
+            read has its own, 10 s unless this is given); ``None``: no bound.
         storage_options: For fsspec URLs, as for `read_header`.
+        max_workers: For URLs: requests in flight at once; for a local file read into
+            memory, the most cores the read is spread over.
 
     Returns:
         Tensor name -> array, in the file's order (or the order of `names`).
 
     Raises:
-        HeaderError: The file is not valid (as for `read_header`), or a file object ended
-            before its data did.
+        HeaderError: The file is not valid (as for `read_header`), ended before its data
+            did, or changed (``FileChanged``).
         KeyError: A name in `names` is not in the file.
         TypeError: A tensor's dtype has no numpy equivalent (``F4``, ``F6_*``), or BF16/F8
             without ml_dtypes: see `numpy_dtype`.
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
-    remote = _remote(source)
-    if header is None or not remote:
-        header = header_for_data(
-            source,
-            max_header_size=max_header_size,
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            storage_options=storage_options,
-        )
-    chosen = _choose(header, names)
+    options = Options(
+        headers=headers,
+        timeout=timeout,
+        retries=retries,
+        storage_options=storage_options,
+        max_workers=max_workers,
+    )
+    if mmap is not False and kind_of(source) == "path":
+        return _mapped(source, names, header, max_header_size)  # type: ignore[arg-type]
+    file = opened(source, options, header=header, max_header_size=max_header_size)
+    chosen = _choose(file.header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
-    if remote:
-        pieces = read_ranges(
-            source,
-            [(info.start, info.nbytes) for info in chosen],
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            storage_options=storage_options,
-        )
-        return {
-            info.name: np.frombuffer(piece, dtype=dtype).reshape(info.shape)
-            for info, piece, dtype in zip(chosen, pieces, dtypes, strict=True)
-        }
-    if isinstance(source, (str, os.PathLike)):
-        # The whole file, mapped: slicing it reads nothing; pages are read when touched.
-        buffer: NDArray[np.uint8] = np.asarray(np.memmap(source, dtype=np.uint8, mode="r"))
-        if buffer.size != header.file_size:
-            raise HeaderError(
-                "MetadataIncompleteBuffer",
-                f"the file is {buffer.size} bytes now, but was {header.file_size} when its "
-                "header was read: it changed in between",
+    pieces = file.read_tensors(chosen, timeout=timeout)
+    return {
+        info.name: np.frombuffer(pieces[info.name], dtype=dtype).reshape(info.shape)
+        for info, dtype in zip(chosen, dtypes, strict=True)
+    }
+
+
+def _mapped(
+    path: str | os.PathLike[str],
+    names: Iterable[str] | None,
+    header: Header | None,
+    max_header_size: int,
+) -> dict[str, NDArray[Any]]:
+    """The tensors of a local file as views of one read-only map of it: the file whose
+    header was read (one descriptor for both)."""
+    import mmap
+
+    file = PathFile(path, Options())
+    descriptor = file.open_checked()
+    if not file.seekable:  # a pipe: nothing to map, read it in order
+        os.close(descriptor)
+        return load(file, names, header=header, max_header_size=max_header_size)
+    try:
+        if header is None:
+            header = header_at(descriptor, file.size or 0, max_header_size) or header_of(
+                file, max_header_size, Clock(None)
             )
-    else:
-        try:
-            view = memoryview(source)  # type: ignore[arg-type]
-        except TypeError:  # a file object
-            chunks = _read_file(source, header, chosen)
-            return {
-                info.name: chunk.view(dtype).reshape(info.shape)
-                for info, chunk, dtype in zip(chosen, chunks, dtypes, strict=True)
-            }
-        buffer = np.frombuffer(view, dtype=np.uint8)
+        elif header.file_size is not None and header.file_size != file.size:
+            raise changed(
+                file.shown,
+                f"its size is {file.size:,} bytes now, but was {header.file_size:,} when its "
+                "header was read",
+            )
+        chosen = _choose(header, names)
+        dtypes = [numpy_dtype(info.dtype) for info in chosen]
+        if not file.size:
+            buffer = np.zeros(0, dtype=np.uint8)
+        else:
+            # Mapped from the descriptor the header was read through: the same file.
+            mapped = mmap.mmap(descriptor, file.size, access=mmap.ACCESS_READ)
+            buffer = np.frombuffer(mapped, dtype=np.uint8)
+    finally:
+        os.close(descriptor)
     return {
         info.name: buffer[info.start : info.end].view(dtype).reshape(info.shape)
         for info, dtype in zip(chosen, dtypes, strict=True)
@@ -176,6 +203,7 @@ def open_tensors(
     timeout: float | None = None,
     retries: int = RETRIES,
     storage_options: Mapping[str, Any] | None = None,
+    max_workers: int = WORKERS,
 ) -> Tensors:
     """The tensors of a file, each read only when (and as far as) it is indexed.
 
@@ -184,22 +212,22 @@ def open_tensors(
     as `read_ranges` needs (numpy basic indexing: ints, slices with any step, ``...``),
     and ``tensors[name][...]`` or ``numpy.asarray(tensors[name])`` the whole tensor. A
     tensor-parallel rank reads its rows with ``tensors[name][rank * n : (rank + 1) * n]``.
+    Every read is checked to be of the file the header came from.
 
     Args: as for `load` (`header`: the file's header, already read, so that nothing is read
     now); `source` is any source `read_ranges` takes, and `gap` is its option (runs of a
     selection less than `gap` bytes apart are one request).
     """
-    if header is None:
-        header = header_for_data(
-            source,
-            max_header_size=max_header_size,
-            headers=headers,
-            timeout=timeout,
-            retries=retries,
-            storage_options=storage_options,
-        )
-    options = {"gap": gap, "headers": headers, "timeout": timeout, "retries": retries}
-    return Tensors(header, source, {**options, "storage_options": storage_options})
+    options = Options(
+        headers=headers,
+        timeout=timeout,
+        retries=retries,
+        storage_options=storage_options,
+        max_workers=max_workers,
+        gap=gap,
+    )
+    file = opened(source, options, header=header, max_header_size=max_header_size)
+    return Tensors(file, timeout)
 
 
 class Tensors(Mapping[str, "LazyTensor"]):
@@ -207,17 +235,18 @@ class Tensors(Mapping[str, "LazyTensor"]):
 
     Attributes:
         header: The file's `Header`.
+        file: The `SafetensorsFile` its tensors are read from.
     """
 
-    __slots__ = ("_options", "_source", "header")
+    __slots__ = ("_timeout", "file", "header")
 
-    def __init__(self, header: Header, source: Source, options: dict[str, Any]) -> None:
-        self.header = header
-        self._source = source
-        self._options = options
+    def __init__(self, file: SafetensorsFile, timeout: float | None = None) -> None:
+        self.file = file
+        self.header = file.header
+        self._timeout = timeout
 
     def __getitem__(self, name: str) -> LazyTensor:
-        return LazyTensor(self.header.tensors[name], self._source, self._options)
+        return LazyTensor(self.header.tensors[name], self.file, self._timeout)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.header.tensors)
@@ -237,12 +266,14 @@ class LazyTensor:
         info: Its `TensorInfo` (name, dtype name, shape, byte range).
     """
 
-    __slots__ = ("_options", "_source", "info")
+    __slots__ = ("_file", "_timeout", "info")
 
-    def __init__(self, info: TensorInfo, source: Source, options: dict[str, Any]) -> None:
+    def __init__(
+        self, info: TensorInfo, file: SafetensorsFile, timeout: float | None = None
+    ) -> None:
         self.info = info
-        self._source = source
-        self._options = options
+        self._file = file
+        self._timeout = timeout
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -263,12 +294,13 @@ class LazyTensor:
         return self.info.shape[0]
 
     def __getitem__(self, key: object) -> NDArray[Any]:
-        """``tensor[key]`` (numpy basic indexing), reading only its bytes; read-only."""
+        """``tensor[key]`` (numpy basic indexing), reading only its bytes."""
         dtype = self.dtype
-        data = self.info.read(self._source, key, **self._options)  # checks the key first
-        # The selection's shape as numpy gives it, from a view that holds no data.
+        # The selection's shape as numpy gives it, from a view that holds no data (this also
+        # checks the key before anything is read).
         empty = np.broadcast_to(np.empty((), dtype=np.uint8), self.info.shape)
         shape = empty[key].shape  # type: ignore[call-overload]
+        data = self._file.read_tensor(self.info, key, timeout=self._timeout)
         return np.frombuffer(data, dtype=dtype).reshape(shape)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> NDArray[Any]:
@@ -277,11 +309,6 @@ class LazyTensor:
 
     def __repr__(self) -> str:
         return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.shape)}>"
-
-
-def _remote(source: object) -> bool:
-    """Read through read_ranges: an http(s) or fsspec URL, or a (store, path) pair."""
-    return (isinstance(source, str) and is_url(source)) or in_store(source)
 
 
 def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
@@ -296,30 +323,3 @@ def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
             raise KeyError(f"no tensor {name!r} in the file")
         chosen.append(info)
     return chosen
-
-
-def _read_file(file: Any, header: Header, chosen: list[TensorInfo]) -> list[NDArray[np.uint8]]:
-    """The tensors' bytes from a binary file object, after `read_header` has read the header."""
-    if header.file_size is not None:
-        # read_header could seek (it measured the size): the file starts at offset 0.
-        spans = []
-        for info in chosen:
-            file.seek(info.start)
-            spans.append(_exactly(file, info.nbytes, info))
-        return spans
-    # A stream: read_header left it just past the header; the data buffer follows, in order.
-    data = _exactly(file, header.data_size, None)
-    base = header.data_start
-    return [data[info.start - base : info.end - base] for info in chosen]
-
-
-def _exactly(file: Any, count: int, info: TensorInfo | None) -> NDArray[np.uint8]:
-    data = read_at_most(file.read, count)
-    if len(data) < count:
-        where = "the data buffer" if info is None else f"tensor {info.name!r}"
-        raise HeaderError(
-            "MetadataIncompleteBuffer",
-            f"the file ended {count - len(data)} bytes before the end of {where}",
-            tensor=None if info is None else info.name,
-        )
-    return np.frombuffer(data, dtype=np.uint8)

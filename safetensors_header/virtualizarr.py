@@ -26,30 +26,19 @@ worker processes (``dask.distributed``'s ``client.map(open_virtual_dataset, urls
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from obspec import GetRange, Head
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from ._checkpoint import (
-    _MAX_INDEX_SIZE,
-    Checkpoint,
-    _bad_index,
-    _check_against_shards,
-    _check_shard_name,
-    _frozen_checkpoint,
-    _parse_index,
-    read_checkpoint,
-)
+from ._checkpoint import Checkpoint, read_checkpoint
 from ._chunks import chunk_grid
-from ._format import DTYPES, MAX_HEADER_SIZE, bytes_needed
+from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo
-from ._parser import parse_header
-from ._sources import FIRST_READ, read_header
-from ._stores import is_pair
+from ._options import WORKERS
+from ._sources import read_header, sibling
 from .zarr import (
     _check_chunks_option,
     _group_attributes,
@@ -93,7 +82,7 @@ class SafetensorsParser:
         drop_variables: Iterable[str] | None = None,
         max_header_size: int = MAX_HEADER_SIZE,
         chunks: Chunks = None,
-        max_workers: int = 8,
+        max_workers: int = WORKERS,
     ) -> None:
         _check_chunks_option(chunks, None)  # the names are checked against each file
         self.drop_variables = frozenset(drop_variables or ())
@@ -155,41 +144,17 @@ def read_checkpoint_from_store(
     /,
     *,
     max_header_size: int = MAX_HEADER_SIZE,
-    max_workers: int = 8,
+    max_workers: int = WORKERS,
 ) -> Checkpoint:
     """`read_checkpoint` for the URL of an index, through an obspec object store.
 
-    The index is read whole, then each shard's header (in at most `max_workers` threads),
-    from the store that `registry` resolves each URL to; the shards are the files the index
-    names, next to it. The checks are `read_checkpoint`'s; its non-fatal findings are in
-    ``problems``.
+    The index is read whole, then every shard's header at once (at most `max_workers`
+    requests in flight), from the store that `registry` resolves the URL to; the shards are
+    the files the index names, next to it. The checks are `read_checkpoint`'s; its
+    non-fatal findings are in ``problems``.
     """
     store, path = registry.resolve(url)
-    if is_pair((store, path)):
-        # One ranged GET per header (the size comes with it); the index bounded, its shards
-        # beside it in the same store: read_checkpoint's own reading and checks.
-        return read_checkpoint(
-            (store, path), max_header_size=max_header_size, max_workers=max_workers
-        )
-    size = store.head(path)["size"]
-    if size > _MAX_INDEX_SIZE:
-        _bad_index(url, f"the index is larger than {_MAX_INDEX_SIZE:,} bytes")
-    raw = bytes(store.get_range(path, start=0, length=size)) if size else b""
-    metadata, weight_map = _parse_index(raw, url)
-    names = list(dict.fromkeys(weight_map.values()))
-    for name in names:
-        _check_shard_name(name, url)
-
-    def read(name: str) -> Header:
-        shard_store, shard_path = registry.resolve(_next_to(url, name))
-        return _read_header(shard_store, shard_path, max_header_size)
-
-    from concurrent.futures import ThreadPoolExecutor  # obstore's reads release the GIL
-
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(names)))) as pool:
-        files = dict(zip(names, pool.map(read, names), strict=True))
-    tensors, problems = _check_against_shards(files, weight_map, metadata)
-    return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems))
+    return read_checkpoint((store, path), max_header_size=max_header_size, max_workers=max_workers)
 
 
 class _ManifestStore(ManifestStore):
@@ -206,31 +171,11 @@ class _ManifestStore(ManifestStore):
         return f"ManifestStore(<{len(self._group.arrays):,} safetensors arrays>)"
 
 
-class _HeaderStore(Head, GetRange, Protocol):
-    """What reading a header needs of an obspec store (obstore's stores have it all)."""
-
-
-def _read_header(store: _HeaderStore, path: str, max_header_size: int) -> Header:
-    """Read and validate the header from an obspec store.
-
-    With ``get`` (obstore's stores): one ranged GET for a typical header, which brings the
-    size with it (`read_header` of a ``(store, path)`` pair). A store of ``head`` and
-    ``get_range`` only: a HEAD, then one or two ranges.
-    """
-    if is_pair((store, path)):
-        return read_header((store, path), max_header_size=max_header_size)
-    size = store.head(path)["size"]
-    # A first read large enough for most headers; `bytes_needed` then says what is missing.
-    first = min(size, FIRST_READ)
-    # obstore refuses an empty range: a file too short for a length prefix is judged empty.
-    prefix = bytes(store.get_range(path, start=0, length=first)) if first else b""
-    while True:
-        # The header's end (or what a bad length prefix decides, raised); with the file's
-        # size known, never past the end of the file.
-        needed = bytes_needed(prefix, file_size=size, max_header_size=max_header_size)
-        if needed <= len(prefix):
-            return parse_header(prefix, file_size=size, max_header_size=max_header_size)
-        prefix += bytes(store.get_range(path, start=len(prefix), end=needed))
+def _read_header(store: Any, path: str, max_header_size: int) -> Header:
+    """Read and validate the header from an obspec store: one ranged GET for a typical
+    header, which brings the size with it (a store of ``head`` and ``get_range`` only: a
+    HEAD, then one or two ranges)."""
+    return read_header((store, path), max_header_size=max_header_size)
 
 
 def _is_index(url: str) -> bool:
@@ -238,7 +183,7 @@ def _is_index(url: str) -> bool:
 
 
 def _next_to(url: str, name: str) -> str:
-    return url[: url.rfind("/") + 1] + name
+    return str(sibling(url, name))
 
 
 def _entries(source: Header | Checkpoint, url: str) -> list[tuple[TensorInfo, str | None, str]]:

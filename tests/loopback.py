@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from safetensors_header import _remote as remote
+from safetensors_header import _http as remote
 
 
 @dataclass

@@ -676,7 +676,9 @@ def test_a_stream() -> None:
     _assert_same(from_safetensors(_Stream(buffer.getvalue())), ARRAY)
     with pytest.raises(ValueError, match="virtual=True reads each buffer at its offset"):
         from_safetensors(_Stream(buffer.getvalue()), virtual=True)
-    with pytest.raises(HeaderError, match="ended 5 bytes before") as info:
+    with pytest.raises(
+        HeaderError, match="ended 2 bytes before the end of tensor 'node5-data'"
+    ) as info:
         from_safetensors(_Stream(buffer.getvalue()[:-5]))
     assert info.value.kind == "MetadataIncompleteBuffer"
 

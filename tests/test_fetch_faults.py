@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from safetensors_header import HeaderError, RemoteError, read_ranges
-from safetensors_header import _remote as remote
+from safetensors_header import _http as remote
 
 DATA = bytes(range(256)) * 16  # 4,096 bytes
 Reply = bytes | Callable[[socket.socket], None]
@@ -245,26 +245,28 @@ def test_obstore_object_shrinks_between_requests() -> None:
     inner.put("m", bytes(10_240))
 
     class Overwritten:
-        """The store, with another writer replacing the object right after the first get."""
+        """The store, with another writer replacing the object right after the first call."""
 
         def __init__(self) -> None:
             self.replaced = False
 
-        def get(self, *args: Any, **kwargs: Any) -> Any:
-            result = inner.get(*args, **kwargs)
+        def _then_replace(self, result: Any) -> Any:
             if not self.replaced:
                 self.replaced = True
                 inner.put("m", bytes(100))
             return result
 
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            return self._then_replace(inner.get(*args, **kwargs))
+
         def get_range(self, *args: Any, **kwargs: Any) -> Any:
-            return inner.get_range(*args, **kwargs)
+            return self._then_replace(inner.get_range(*args, **kwargs))
 
         def get_ranges(self, *args: Any, **kwargs: Any) -> Any:
-            return inner.get_ranges(*args, **kwargs)
+            return self._then_replace(inner.get_ranges(*args, **kwargs))
 
         def head(self, *args: Any, **kwargs: Any) -> Any:
-            return inner.head(*args, **kwargs)
+            return self._then_replace(inner.head(*args, **kwargs))
 
     try:
         read_ranges((Overwritten(), "m"), [(0, 10), (50, 10), (5000, 10)], gap=0)

@@ -19,8 +19,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from loopback import Site
 
-from safetensors_header import HeaderError, RemoteError, read_header, read_ranges
-from safetensors_header._fetch import LOCAL_GAP, REMOTE_GAP
+from safetensors_header import HeaderError, RemoteError, read_header, read_ranges, read_tensor
+from safetensors_header._options import LOCAL_GAP, REMOTE_GAP
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -200,16 +200,17 @@ def test_threads_share_one_path_safely(tmp_path: Path) -> None:
     assert errors == []
 
 
-# --- TensorInfo.read --------------------------------------------------------------------------
+# --- read_tensor -----------------------------------------------------------------------------
 
 
 def test_tensor_read_whole_and_a_slice(tmp_path: Path) -> None:
     path = _sources(tmp_path)["path"]
     embed = HEADER.tensors["embed"]
-    assert embed.read(path) == TENSORS["embed"].tobytes()
+    assert read_tensor(path, embed) == TENSORS["embed"].tobytes()
     key = np.s_[3:9, 100:104]
-    assert embed.read(path, key) == np.ascontiguousarray(TENSORS["embed"][key]).tobytes()
-    assert HEADER.tensors["empty"].read(FILE) == b""
+    assert read_tensor(path, embed, key) == np.ascontiguousarray(TENSORS["embed"][key]).tobytes()
+    assert read_tensor(path, "embed", key) == read_tensor(path, embed, key)  # by name
+    assert read_tensor(FILE, HEADER.tensors["empty"]) == b""
 
 
 # --- over HTTP: the cost ---------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_tensor_read_whole_and_a_slice(tmp_path: Path) -> None:
 def test_one_tensor_is_one_request(site: Site) -> None:
     site.files["m"] = FILE
     embed = HEADER.tensors["embed"]
-    assert embed.read(site.url("m")) == TENSORS["embed"].tobytes()
+    assert read_tensor(site.url("m"), embed) == TENSORS["embed"].tobytes()
     [hit] = site.done(1)
     assert hit.range == f"bytes={embed.start}-{embed.end - 1}"
     assert hit.sent == embed.nbytes

@@ -21,8 +21,9 @@ from helpers import build, tensor
 from loopback import Handler, Hit, Site
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header
-from safetensors_header import _remote as remote
-from safetensors_header._sources import FIRST_READ
+from safetensors_header import _http as remote
+from safetensors_header import _sources as sources
+from safetensors_header._options import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
 
@@ -174,7 +175,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
         seen.built.append(kind)
         real_init(self, kind, message, **kwargs)
 
-    monkeypatch.setattr(remote, "parse_header", counting_parse_header)
+    monkeypatch.setattr(sources, "parse_header", counting_parse_header)
     monkeypatch.setattr(HeaderError, "__init__", init)
     return seen
 
@@ -340,7 +341,8 @@ def test_file_replaced_between_the_two_requests_without_an_etag(site: Site) -> N
     site.replace_after_first = {"m.safetensors": with_header_size(3000, data=24)}
     site.send_etag = False
     with pytest.raises(
-        RemoteError, match="changed between two requests: its size was 3024 and is now 3032"
+        RemoteError,
+        match="changed between two requests: its size was 3,024 bytes, and is now 3,032",
     ):
         read_header(site.url("m.safetensors"), first_read=SMALL_READ)
     assert site.done(2)[1].if_range is None
@@ -461,7 +463,7 @@ def test_server_that_closes_mid_body_on_a_200(site: Site) -> None:
     site.mode = "ignore"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Handler, "_whole", Cut._whole)
-        with pytest.raises(RemoteError, match="closed after 92 of 4,000 bytes"):
+        with pytest.raises(RemoteError, match="closed after 100 of 4,024 bytes"):
             read_header(site.url("m.safetensors"), retries=0)
 
 

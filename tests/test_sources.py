@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import build, tensor
 
-from safetensors_header import HeaderError, parse_header, read_header
-from safetensors_header import _sources as sources
+from safetensors_header import HeaderError, _local, parse_header, read_header
 
 DATA = Path(__file__).parent / "data"
 GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)
@@ -274,7 +273,7 @@ def _long_header_file(tensors: int = 600) -> bytes:
 
 def test_a_header_longer_than_the_first_read(tmp_path: Path) -> None:
     data = _long_header_file()
-    assert int.from_bytes(data[:8], "little") > sources._FILE_FIRST_READ
+    assert int.from_bytes(data[:8], "little") > _local.FILE_FIRST_READ
     path = tmp_path / "long.safetensors"
     path.write_bytes(data)
     expected = parse_header(data, file_size=len(data))
@@ -282,10 +281,10 @@ def test_a_header_longer_than_the_first_read(tmp_path: Path) -> None:
     # Where os.pread is missing (Windows), or reads short (a file truncated meanwhile), the
     # rest is read as from a stream: the same header.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sources, "_pread", None)
+        patch.setattr(_local, "_pread", None)
         assert read_header(path) == expected
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sources, "_pread", lambda descriptor, count, offset: data[: count - 1])
+        patch.setattr(_local, "_pread", lambda descriptor, count, offset: data[: count - 1])
         assert read_header(path) == expected
 
 
