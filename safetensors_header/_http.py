@@ -42,6 +42,7 @@ import itertools
 import random
 import re
 import socket
+import sys
 import threading
 import time
 from urllib.parse import urlsplit
@@ -100,6 +101,8 @@ _HINTS: Final = {
     407: "the proxy wants credentials",
 }
 _PIN: Final = threading.Lock()  # a file's identity is set once, by the first reply
+# What urllib sends as User-Agent, sent on the kept-alive connections too.
+_USER_AGENT: Final = f"Python-urllib/{sys.version_info[0]}.{sys.version_info[1]}"
 
 # Waits between attempts; tests replace it to run without sleeping.
 _sleep: Callable[[float], None] = time.sleep
@@ -187,15 +190,22 @@ class HttpFile(RangeFile):
         else:
             pending = parts(reads, size)
 
+        # The parts go to the final URL on kept-alive connections, one per thread.
+        client.pool = _Pool(clock) if _poolable(self.final or self.url) else None
+
         def one(read: Read) -> None:
             start, stop, segments = read
             if self.size is not None and start >= self.size:
                 raise ShortRead(self.size)  # past the end the first reply gave: not asked
-            got = _Client(self, clock).fetch(start, stop, segments)
+            got = client.fetch(start, stop, segments)
             if got < stop - start:
                 raise ShortRead(self._end(start + got))
 
-        run_parallel(one, pending, self.options.max_workers)
+        try:
+            run_parallel(one, pending, self.options.max_workers)
+        finally:
+            if client.pool is not None:
+                client.pool.close()
 
     def _end(self, where: int) -> int:
         """Where the file ends, for a read that stopped at `where`."""
@@ -260,6 +270,7 @@ class _Client:
             if name.lower() not in _RANGE_HEADERS
         }
         self.last_count = 0
+        self.pool: _Pool | None = None  # kept-alive connections, for the parts of a read
         http_handler, https_handler = _timed_handlers()
         handlers = [_redirect_handler()(), http_handler(clock)]
         if https_handler is not None:
@@ -407,7 +418,10 @@ class _Client:
             if file.pinned and file.if_range is not None:
                 headers["If-Range"] = file.if_range
         try:
-            response = self._open(url, headers)
+            if self.pool is not None and file.pinned:
+                response = self._pooled(url, headers)
+            else:
+                response = self._open(url, headers)
         except urllib.error.HTTPError as error:
             with error:
                 location = error.geturl() or url
@@ -441,6 +455,42 @@ class _Client:
             # read goes on along it.)
             if file._held is None or file._held.response is not response:
                 response.close()
+            if self.pool is not None:
+                self.pool.done(response)
+
+    def _pooled(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """The reply to a GET of `url` on a kept-alive connection of the pool; a redirect
+        (not expected once a file is pinned) is followed by urllib; an error status raised
+        as urllib raises it."""
+        import http.client
+        import urllib.error
+
+        assert self.pool is not None
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        key = (scheme, parts.hostname or "", parts.port or _DEFAULT_PORTS[scheme])
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        fields = {"User-Agent": _USER_AGENT, **headers}
+        while True:
+            connection, reused = self.pool.take(key)
+            try:
+                connection.request("GET", target, headers=fields)
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                if reused:
+                    continue  # a kept-alive connection the server has closed meanwhile
+                raise
+            break
+        response.url = url  # (urllib's replies say where they are from)
+        self.pool.lend(response, key, connection)
+        status = response.status
+        if 300 <= status < 400:
+            response.close()
+            return self._open(url, headers)
+        if not 200 <= status < 300:
+            raise urllib.error.HTTPError(url, status, response.reason, response.headers, response)
+        return response
 
     def _check_body(self, response: http.client.HTTPResponse) -> None:
         """RemoteError for a body whose bytes are not the file's as they are."""
@@ -663,6 +713,84 @@ class _Client:
         return f"{self.shown} (redirected to {redact(url)})"
 
 
+class _Pool:
+    """The kept-alive connections of one read: one per thread and origin, used again part
+    after part (each a new TCP connection, and over HTTPS a new handshake, otherwise)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.opened: list[http.client.HTTPConnection] = []
+        self.lent: dict[int, tuple[tuple[str, str, int], http.client.HTTPConnection]] = {}
+
+    def take(self, key: tuple[str, str, int]) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection to `key`'s origin, and whether it was used before."""
+        idle: dict[tuple[str, str, int], http.client.HTTPConnection] = (
+            self.local.__dict__.setdefault("idle", {})
+        )
+        connection = idle.pop(key, None)
+        if connection is not None:
+            return connection, True
+        scheme, host, port = key
+        options: dict[str, Any] = {"clock": self.clock}
+        if scheme == "https":
+            options["context"] = _ssl_context()
+        connection = _timed_connections()[scheme](host, port, **options)
+        with self.lock:
+            self.opened.append(connection)
+        return connection, False
+
+    def lend(
+        self,
+        response: http.client.HTTPResponse,
+        key: tuple[str, str, int],
+        connection: http.client.HTTPConnection,
+    ) -> None:
+        with self.lock:
+            self.lent[id(response)] = (key, connection)
+
+    def done(self, response: http.client.HTTPResponse) -> None:
+        """A reply read: its connection kept for the next part if the whole body was read
+        and the server keeps it open, closed otherwise (unread bytes would be the next
+        reply's)."""
+        with self.lock:
+            found = self.lent.pop(id(response), None)
+        if found is None:
+            return
+        key, connection = found
+        if response.isclosed() and not response.will_close and response.length in (0, None):
+            self.local.__dict__.setdefault("idle", {})[key] = connection
+        else:
+            connection.close()
+
+    def close(self) -> None:
+        with self.lock:
+            for connection in self.opened:
+                connection.close()
+            self.opened.clear()
+
+
+def _poolable(url: str) -> bool:
+    """Whether parts may go to `url` on connections of our own: http(s), and no proxy."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _timed_connections():
+        return False
+    proxies = urllib.request.getproxies()
+    return scheme not in proxies or bool(urllib.request.proxy_bypass(parts.hostname or ""))
+
+
+@functools.cache
+def _ssl_context() -> Any:
+    """The default TLS context, as urllib's HTTPS handler makes it."""
+    import ssl
+
+    return ssl.create_default_context()
+
+
 def _fill(
     response: http.client.HTTPResponse,
     segments: list[Segment],
@@ -816,7 +944,9 @@ def _timed_handlers() -> tuple[
             return True
 
         def readinto(self, buffer: memoryview) -> int | None:  # type: ignore[override]
-            self.sock.settimeout(self.clock.left())
+            left = self.clock.left()
+            if left != self.sock.gettimeout():  # (unchanged when the call has no bound)
+                self.sock.settimeout(left)
             return self.raw.readinto(buffer)
 
         def close(self) -> None:
@@ -851,6 +981,8 @@ def _timed_handlers() -> tuple[
     http_connection = timed(http.client.HTTPConnection)
 
     class TimedHTTPHandler(urllib.request.HTTPHandler):
+        connection = http_connection
+
         def __init__(self, clock: Clock) -> None:
             super().__init__()
             self.clock = clock
@@ -863,6 +995,8 @@ def _timed_handlers() -> tuple[
     https_connection = timed(http.client.HTTPSConnection)
 
     class TimedHTTPSHandler(urllib.request.HTTPSHandler):
+        connection = https_connection
+
         def __init__(self, clock: Clock) -> None:
             super().__init__()
             self.clock = clock
@@ -876,6 +1010,18 @@ def _timed_handlers() -> tuple[
             )
 
     return TimedHTTPHandler, TimedHTTPSHandler
+
+
+@functools.cache  # made on the first kept-alive request (http.client is imported then)
+def _timed_connections() -> dict[str, Callable[..., http.client.HTTPConnection]]:
+    """The timed connection classes of `_timed_handlers`, by scheme, for `_Pool`."""
+    http_handler, https_handler = _timed_handlers()
+    found: dict[str, Callable[..., http.client.HTTPConnection]] = {
+        "http": http_handler.connection  # type: ignore[attr-defined]
+    }
+    if https_handler is not None:
+        found["https"] = https_handler.connection  # type: ignore[attr-defined]
+    return found
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

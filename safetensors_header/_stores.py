@@ -310,11 +310,6 @@ class FsspecFile(_Store):
         self.signing: bool | None = None  # unknown until tried
         self._signed: HttpFile | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_signed"] = None
-        return state
-
     def _info(self) -> None:
         if hasattr(self.store, "invalidate_cache") and self.pinned:
             self.call(lambda: self.store.invalidate_cache(self.path))
@@ -325,8 +320,39 @@ class FsspecFile(_Store):
         validator = tuple((name, str(info[name])) for name in _VALIDATORS if name in info)
         self.pin(int(size), validator)
 
+    def _signed_call(self, action: Callable[[HttpFile], _Result]) -> _Result | _Unsigned:
+        """`action` on the file behind a signed URL, where the filesystem signs one; the
+        signed URL refused at its first use (a bucket that wants more than a signature),
+        fsspec's own reads from then on."""
+        signed = self._signed_file()
+        if signed is None:
+            return _UNSIGNED
+        try:
+            result = action(signed)
+        except ShortRead:
+            self.size = signed.size  # (for the error: where the file ends)
+            raise
+        except RemoteError as error:
+            if error.status is None or not 400 <= error.status < 500:
+                raise
+            if self.signing:  # it was good before: expired (a file read again, later)
+                if error.status != 403:
+                    raise
+                signed = self._resigned(signed)
+                result = action(signed)
+            else:
+                self.signing, self._signed = False, None
+                return _UNSIGNED
+        self.signing = True
+        self.size, self.pinned = signed.size, signed.pinned  # its identity is the file's
+        return result
+
+    def prepare(self) -> None:
+        if self._signed_file() is None and not self.pinned:
+            self._info()
+
     def first_read_size(self) -> int:
-        if not self.pinned:
+        if self._signed_file() is None and not self.pinned:
             self._info()
         return super().first_read_size()
 
@@ -334,6 +360,9 @@ class FsspecFile(_Store):
         return self.read(0, count, clock)
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
+        signed = self._signed_call(lambda file: file.read(start, stop, clock))
+        if not isinstance(signed, _Unsigned):
+            return signed
         if not self.pinned:
             self._info()
         stop = min(stop, self.size or 0)
@@ -344,22 +373,16 @@ class FsspecFile(_Store):
             raise self.short(start, stop - start, len(data))
         return data
 
+    def release(self) -> None:
+        if self._signed is not None:
+            self._signed.release()
+
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+        reads = list(reads)
+        if not isinstance(self._signed_call(lambda file: file.read_into(reads, clock)), _Unsigned):
+            return
         if not self.pinned:
             self._info()
-        reads = list(reads)
-        signed = self._signed_file()
-        if signed is not None:
-            try:
-                signed.read_into(reads, clock)
-            except RemoteError as error:
-                if error.status is None or not 400 <= error.status < 500 or self.signing:
-                    raise
-                self.signing = False  # the signed URL was refused: fsspec's own reads then
-                self._signed = None
-            else:
-                self.signing = True
-                return
         batch: list[Read] = []
         held = 0
         for read in parts(reads, self.options.part_size):
@@ -406,35 +429,42 @@ class FsspecFile(_Store):
         return out
 
     def _signed_file(self) -> HttpFile | None:
-        """The file behind a signed URL (s3fs, gcsfs, adlfs), read with the HTTP client; None
-        where the filesystem cannot sign one."""
+        """The file behind a URL signed by the filesystem (s3fs, gcsfs, adlfs), read with
+        the HTTP client: every byte read once into its buffer, the parts in parallel on
+        kept-alive connections. None where the filesystem cannot sign one, or the URL
+        signed was refused."""
         if self.signing is False:
             return None
         if self._signed is not None:
             return self._signed
         from fsspec import AbstractFileSystem
 
-        if type(self.store).sign is AbstractFileSystem.sign:
-            self.signing = False
-            return None
-        try:
-            url = self.store.sign(self.path, expiration=_SIGNED_FOR)
-        except Exception:  # no credentials to sign with, or not for this filesystem
-            self.signing = False
-            return None
+        url: object = None
+        if type(self.store).sign is not AbstractFileSystem.sign and not self.pinned:
+            try:
+                url = self.store.sign(self.path, expiration=_SIGNED_FOR)
+            except Exception:  # no credentials to sign with, or not for this filesystem
+                url = None
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
             self.signing = False
             return None
         from ._http import HttpFile
 
         signed = HttpFile(url, self.options.replace(headers=None))
-        signed.shown = self.shown
-        validator = dict(self.validator or ())  # type: ignore[call-overload]
-        etag = next((v for k, v in validator.items() if k.lower() in ("etag", "e_tag")), None)
-        # Pinned as this file is: the same size, and its ETag for If-Range.
-        signed.pinned, signed.ranged, signed.final = True, True, url
-        signed.size = self.size
-        signed.etag = etag if etag is not None and etag.startswith('"') else None
+        signed.shown = self.shown  # (the signature is a credential: never shown)
+        signed.expected_size = self.expected_size
+        self._signed = signed
+        return signed
+
+    def _resigned(self, old: HttpFile) -> HttpFile:
+        """A new signature for the same file, its identity kept (checked at every read)."""
+        from ._http import HttpFile
+
+        url = self.call(lambda: self.store.sign(self.path, expiration=_SIGNED_FOR))
+        signed = HttpFile(url, old.options)
+        signed.shown, signed.final = old.shown, url
+        signed.pinned, signed.size, signed.ranged = old.pinned, old.size, old.ranged
+        signed.etag, signed.modified = old.etag, old.modified
         self._signed = signed
         return signed
 
@@ -450,3 +480,10 @@ class FsspecFile(_Store):
 
 def _raise(error: BaseException) -> None:
     raise error
+
+
+class _Unsigned:
+    """What `FsspecFile._signed_call` returns when there is no signed URL to read."""
+
+
+_UNSIGNED: Final = _Unsigned()
