@@ -1,5 +1,7 @@
 """A pure-Python, zero-dependency, reference-exact parser (and writer) of safetensors headers.
 
+Layer: adapters (the package's entry: the public names, from the layers below).
+
     >>> from safetensors_header import read_header
     >>> header = read_header("model.safetensors")  # doctest: +SKIP
     >>> for t in header.tensors.values():  # doctest: +SKIP

@@ -1,4 +1,7 @@
-"""``python -m safetensors_header``: see `safetensors_header._cli`."""
+"""``python -m safetensors_header``: see `safetensors_header._cli`.
+
+Layer: adapters.
+"""
 
 from ._cli import main
 

@@ -1,4 +1,7 @@
-"""An opt-in strict audit: what the reference accepts but a careful reader should not."""
+"""An opt-in strict audit: what the reference accepts but a careful reader should not.
+
+Layer: core (sans-IO).
+"""
 
 from __future__ import annotations
 

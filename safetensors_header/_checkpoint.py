@@ -24,7 +24,8 @@ from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
 from ._local import PathFile
 from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
-from ._sources import header_of, kind_of, map_parallel, open_source
+from ._rangefile import header_of, map_parallel
+from ._sources import kind_of, open_source
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Any, Final, NoReturn
 
     from ._audit import Finding
-    from ._sources import RangeFile
+    from ._rangefile import RangeFile
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
 __all__ += ["by_dtype", "read_checkpoint"]

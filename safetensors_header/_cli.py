@@ -1,5 +1,7 @@
 """The command line: ``safetensors-header inspect|validate|diff SOURCE...``.
 
+Layer: adapters (on the services and the public names).
+
 Output goes to stdout; why a source cannot be read goes to stderr (for ``validate``, stdout:
 it is the verdict), one line each, never a traceback. Text that came from a file or a server
 (names, metadata, a reply's reason phrase) is escaped: no control, bidi or line-separator

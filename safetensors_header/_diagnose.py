@@ -1,5 +1,7 @@
 """What a file that is not safetensors looks like, and what to do about it.
 
+Layer: core (sans-IO).
+
 The reference reports a Git LFS pointer, an HTML error page or a PyTorch zip file as "header
 too large" (their first 8 bytes read as an absurd length): the most reported safetensors
 error there is. The kind stays the reference's; these hints ride along with it.

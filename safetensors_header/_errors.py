@@ -1,4 +1,7 @@
-"""The package's two exceptions: `HeaderError` for bad input, `RemoteError` for the network."""
+"""The package's two exceptions: `HeaderError` for bad input, `RemoteError` for the network.
+
+Layer: core (sans-IO).
+"""
 
 from __future__ import annotations
 

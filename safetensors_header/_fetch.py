@@ -13,22 +13,31 @@ are views of.
 from __future__ import annotations
 
 import operator
+import os
 
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
+from ._local import PathFile, header_at
 from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, Options
-from ._sources import allocate, header_of, kind_of, open_source
+from ._rangefile import allocate, changed, header_of
+from ._sources import kind_of, open_source
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Iterable, Mapping, Sequence
-    from typing import Any
+    from typing import Any, Protocol
 
-    from ._checkpoint import Checkpoint
+    class _Checkpoint(Protocol):
+        # A Checkpoint: a shard for each tensor.
+        weight_map: Mapping[str, str]
+        shards: Mapping[str, SafetensorsFile]
+
     from ._header import Header, TensorInfo
-    from ._sources import RangeFile, Source
+    from ._rangefile import RangeFile
+    from ._sources import Source
 
-__all__ = ["SafetensorsFile", "open_file", "read_ranges", "read_tensor"]
+__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_ranges", "read_tensor"]
 
 
 class SafetensorsFile:
@@ -192,6 +201,40 @@ def opened(
     return SafetensorsFile(header, file)
 
 
+def map_file(
+    path: str | os.PathLike[str],
+    *,
+    header: Header | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+) -> tuple[Header, mmap.mmap | None] | None:
+    """A local file's header and a read-only map of the whole file, both of the one file a
+    descriptor opened (None for an empty file's map); None for a file that cannot be mapped
+    (a pipe). A `header` given is checked against the file's size (``FileChanged``)."""
+    import mmap
+
+    file = PathFile(path, Options())
+    descriptor = file.open_checked()
+    try:
+        if not file.seekable:
+            return None
+        size = file.size or 0
+        if header is None:
+            header = header_at(descriptor, size, max_header_size) or header_of(
+                file, max_header_size, Clock(None)
+            )
+        elif header.file_size is not None and header.file_size != size:
+            raise changed(
+                file.shown,
+                f"its size is {size:,} bytes now, but was {header.file_size:,} when its "
+                "header was read",
+            )
+        # Mapped from the descriptor the header was read through: the same file.
+        mapped = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) if size else None
+    finally:
+        os.close(descriptor)
+    return header, mapped
+
+
 def read_ranges(
     source: Source,
     ranges: Iterable[tuple[int, int]],
@@ -283,7 +326,7 @@ def read_ranges(
 
 
 def read_tensor(
-    source: Source | Checkpoint,
+    source: Source | _Checkpoint,
     tensor: str | TensorInfo,
     /,
     key: object = None,

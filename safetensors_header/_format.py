@@ -1,5 +1,7 @@
 """The format in one place: its layout constants, its dtypes, and where a header ends.
 
+Layer: core (sans-IO).
+
 Every other module takes the format's facts from here; docs/format.md states them in words,
 and the comments here cite its sections (§1.4 is docs/format.md §1.4).
 `bytes_needed` is the first step of reading any source, sans-IO in the way of h11's "need

@@ -1,4 +1,7 @@
-"""The parsed header: immutable values with absolute byte ranges."""
+"""The parsed header: immutable values with absolute byte ranges.
+
+Layer: core (sans-IO).
+"""
 
 from __future__ import annotations
 
@@ -162,9 +165,9 @@ class TensorInfo:
         them, e.g. ``numpy.s_[:, 128:256]``); touching ranges are merged, and joining the
         bytes of the ranges in list order gives ``tensor[key]`` in C order. Raises
         IndexError (out of range), TypeError (an unsupported key) and ValueError (a sub-byte
-        dtype cut inside a byte); see ``safetensors_header._ranges.byte_ranges``.
+        dtype cut inside a byte); see ``safetensors_header._geometry.byte_ranges``.
         """
-        from ._ranges import byte_ranges  # on first use: the import stays cheap
+        from ._geometry import byte_ranges  # on first use: the import stays cheap
 
         return byte_ranges(self, key)
 
@@ -182,7 +185,7 @@ class TensorInfo:
         positive sizes of its rank are accepted). See ``safetensors_header.zarr.chunk_shape``
         for the chunk shape that suits a size in bytes.
         """
-        from ._chunks import iter_chunks  # on first use: the import stays cheap
+        from ._geometry import iter_chunks  # on first use: the import stays cheap
 
         return iter_chunks(self, chunk_shape)
 

@@ -49,7 +49,15 @@ from urllib.parse import urlsplit
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP, Clock
-from ._sources import RangeFile, Restart, ShortRead, parts, redact, run_parallel, sibling
+from ._rangefile import (
+    RangeFile,
+    Restart,
+    ShortRead,
+    parts,
+    redact,
+    run_parallel,
+    url_sibling,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -59,7 +67,7 @@ if TYPE_CHECKING:
     from typing import IO, Any, Final, TypeVar
 
     from ._options import Options
-    from ._sources import Read, Segment
+    from ._rangefile import Read, Segment
 
     _Result = TypeVar("_Result")
 
@@ -215,7 +223,7 @@ class HttpFile(RangeFile):
         return _Client(self, clock).document(limit)
 
     def sibling(self, name: str) -> HttpFile:
-        return HttpFile(sibling(self.url, name), self.options)
+        return HttpFile(url_sibling(self.url, name), self.options)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_held": None}

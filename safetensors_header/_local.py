@@ -18,7 +18,15 @@ import stat
 
 from ._options import LOCAL_GAP
 from ._parser import parse_file_start, parse_header
-from ._sources import RangeFile, ShortRead, changed, header_of, parts, run_parallel
+from ._rangefile import (
+    RangeFile,
+    ShortRead,
+    changed,
+    check_known_end,
+    header_of,
+    parts,
+    run_parallel,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -27,7 +35,7 @@ if TYPE_CHECKING:
 
     from ._header import Header
     from ._options import Clock, Options
-    from ._sources import Read
+    from ._rangefile import Read
 
 __all__ = ["BufferFile", "PathFile", "StreamFile", "path_kind", "read_at_most", "read_path"]
 
@@ -492,9 +500,7 @@ class BufferFile(RangeFile):
     ) -> list[memoryview]:
         if into is not None:
             return super().read_ranges(ranges, clock, gap=gap, into=into)
-        from ._sources import _check_known_end
-
-        _check_known_end(ranges, self.size)
+        check_known_end(ranges, self.size)
         view = self._view()
         return [view[offset : offset + length] for offset, length in ranges]
 

@@ -1,5 +1,7 @@
 """The sans-IO core: bytes in, a validated `Header` out.
 
+Layer: core (sans-IO).
+
 Every rule is the reference's (the Rust core of the ``safetensors`` package, ``read_metadata``
 and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
 verdict and the error kind on any input are the reference's; docs/format.md states them rule by

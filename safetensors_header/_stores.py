@@ -27,10 +27,10 @@ import posixpath
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP
-from ._sources import (
+from ._rangefile import (
     RangeFile,
     ShortRead,
-    _check_known_end,
+    check_known_end,
     parts,
     redact,
 )
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from ._http import HttpFile
     from ._options import Clock, Options
-    from ._sources import Read
+    from ._rangefile import Read
 
     _Result = TypeVar("_Result")
 
@@ -258,7 +258,7 @@ class StoreFile(_Store):
     def _ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         if not self.pinned:
             self._head()
-        _check_known_end(ranges, self.size)
+        check_known_end(ranges, self.size)
         wanted = [(offset, length) for offset, length in ranges if length]
         out: dict[tuple[int, int], memoryview] = {}
         if len(set(wanted)) == 1:

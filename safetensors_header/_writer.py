@@ -1,5 +1,7 @@
 """Writing headers and files, byte for byte as the reference writes them.
 
+Layer: services (the encoder is pure; writing files uses the source layer to read).
+
 The layout is the reference's (``prepare`` and ``impl Serialize for Metadata`` in
 ``safetensors/src/tensor.rs``; docs/format.md §7): tensors ordered by dtype, largest
 enum value first, then by name; data offsets packed from 0; compact JSON with

@@ -1,5 +1,7 @@
 """Awkward Array's safetensors files, read from anywhere (lazily) and written without safetensors.
 
+Layer: adapters (on the data path and the writer).
+
     >>> import awkward as ak
     >>> from safetensors_header.awkward import from_safetensors, to_safetensors
     >>> to_safetensors(ak.Array([[1, 2, 3], [], [4]]), "jagged.safetensors")  # doctest: +SKIP

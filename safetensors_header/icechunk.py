@@ -1,5 +1,7 @@
 """Icechunk repositories of virtual safetensors tensors, with the error-prone set-up done.
 
+Layer: adapters (on `safetensors_header.virtualizarr`).
+
     >>> import icechunk, zarr  # doctest: +SKIP
     >>> from safetensors_header.icechunk import create_repository, url_prefixes  # doctest: +SKIP
     >>> from safetensors_header.icechunk import commit_virtual, open_store  # doctest: +SKIP

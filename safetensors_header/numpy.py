@@ -20,12 +20,11 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from ._fetch import SafetensorsFile, opened
+from ._fetch import SafetensorsFile, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._local import PathFile, header_at
-from ._options import RETRIES, WORKERS, Clock, Options
-from ._sources import Source, changed, header_of, kind_of
+from ._options import RETRIES, WORKERS, Options
+from ._sources import Source, kind_of
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -157,35 +156,14 @@ def _mapped(
     max_header_size: int,
 ) -> dict[str, NDArray[Any]]:
     """The tensors of a local file as views of one read-only map of it: the file whose
-    header was read (one descriptor for both)."""
-    import mmap
-
-    file = PathFile(path, Options())
-    descriptor = file.open_checked()
-    if not file.seekable:  # a pipe: nothing to map, read it in order
-        os.close(descriptor)
-        return load(file, names, header=header, max_header_size=max_header_size)
-    try:
-        if header is None:
-            header = header_at(descriptor, file.size or 0, max_header_size) or header_of(
-                file, max_header_size, Clock(None)
-            )
-        elif header.file_size is not None and header.file_size != file.size:
-            raise changed(
-                file.shown,
-                f"its size is {file.size:,} bytes now, but was {header.file_size:,} when its "
-                "header was read",
-            )
-        chosen = _choose(header, names)
-        dtypes = [numpy_dtype(info.dtype) for info in chosen]
-        if not file.size:
-            buffer = np.zeros(0, dtype=np.uint8)
-        else:
-            # Mapped from the descriptor the header was read through: the same file.
-            mapped = mmap.mmap(descriptor, file.size, access=mmap.ACCESS_READ)
-            buffer = np.frombuffer(mapped, dtype=np.uint8)
-    finally:
-        os.close(descriptor)
+    header was read."""
+    found = map_file(path, header=header, max_header_size=max_header_size)
+    if found is None:  # a pipe: nothing to map, read it in order
+        return load(open_file(path, max_header_size=max_header_size), names)
+    header, mapped = found
+    chosen = _choose(header, names)
+    dtypes = [numpy_dtype(info.dtype) for info in chosen]
+    buffer = np.frombuffer(mapped, dtype=np.uint8) if mapped else np.zeros(0, dtype=np.uint8)
     return {
         info.name: buffer[info.start : info.end].view(dtype).reshape(info.shape)
         for info, dtype in zip(chosen, dtypes, strict=True)

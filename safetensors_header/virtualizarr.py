@@ -1,5 +1,7 @@
 """A VirtualiZarr parser for safetensors files and checkpoints: every tensor a virtual array.
 
+Layer: adapters (on the checkpoint reader and the source layer).
+
     >>> from obspec_utils.registry import ObjectStoreRegistry  # doctest: +SKIP
     >>> from obstore.store import LocalStore  # doctest: +SKIP
     >>> from virtualizarr import open_virtual_dataset  # doctest: +SKIP
@@ -34,8 +36,8 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from ._checkpoint import Checkpoint, read_checkpoint
-from ._chunks import chunk_grid
 from ._format import DTYPES, MAX_HEADER_SIZE
+from ._geometry import chunk_grid
 from ._header import Header, TensorInfo
 from ._options import WORKERS
 from ._sources import read_header, sibling

@@ -1,5 +1,7 @@
 """A safetensors file or checkpoint as a Zarr group: Zarr v2 and v3 metadata, kerchunk references.
 
+Layer: adapters (on the core and the checkpoint reader).
+
     >>> from safetensors_header import read_checkpoint, read_header
     >>> from safetensors_header.zarr import read_tensors, to_kerchunk, to_zarr
     >>> header = read_header("model.safetensors")  # doctest: +SKIP
@@ -63,8 +65,8 @@ from collections.abc import Mapping
 from itertools import product
 
 from ._checkpoint import Checkpoint
-from ._chunks import auto_chunk_shape, check_chunk_shape, chunk_grid
 from ._format import DTYPES
+from ._geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:

@@ -75,7 +75,7 @@ def test_public_names() -> None:
 def test_import_pulls_in_no_optional_dependency() -> None:
     # The core and the stdlib-only consumer modules; numpy.py and virtualizarr.py are opt-in.
     code = (
-        "import sys, safetensors_header, safetensors_header.zarr, safetensors_header._ranges; "
+        "import sys, safetensors_header, safetensors_header.zarr, safetensors_header._geometry; "
         "print(sorted(m for m in ('numpy', 'safetensors', 'zarr', 'fsspec', 'hypothesis', "
         "'virtualizarr', 'ml_dtypes', 'xarray', 'obstore', 'kerchunk') if m in sys.modules))"
     )

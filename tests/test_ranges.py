@@ -15,7 +15,7 @@ import pytest
 from helpers import build, tensor
 
 from safetensors_header import DTYPE_BITS, TensorInfo, parse_header
-from safetensors_header._ranges import byte_ranges
+from safetensors_header._geometry import byte_ranges
 
 np = pytest.importorskip("numpy")
 hypothesis = pytest.importorskip("hypothesis")

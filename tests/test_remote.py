@@ -22,7 +22,7 @@ from loopback import Handler, Hit, Site
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header
 from safetensors_header import _http as remote
-from safetensors_header import _sources as sources
+from safetensors_header import _rangefile as sources
 from safetensors_header._options import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small

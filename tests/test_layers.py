@@ -1,0 +1,133 @@
+"""The package's layers: imports point one way, with no circle, and each module says its layer.
+
+    adapters (the CLI, numpy, zarr, VirtualiZarr, Icechunk, awkward, the package's entry)
+      -> services (the data path, checkpoints, the writer)
+        -> sources (the options, the RangeFile protocol, its backends, the kind decision)
+          -> core (sans-IO: the format, the parser, the records, geometry, the audit)
+
+The source is read, not run: every import of a module of the package (at the top, inside a
+function, under ``TYPE_CHECKING``) is found with `ast`. A new module must be put in a layer
+here, and say the same in its docstring (``Layer: ...``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import safetensors_header
+
+PACKAGE = Path(safetensors_header.__file__).parent
+MODULES = sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+LAYERS: dict[str, int] = {}
+for rank, (layer, names) in enumerate(
+    [
+        ("core", ["_errors", "_diagnose", "_format", "_parser", "_header", "_geometry", "_audit"]),
+        ("sources", ["_options", "_rangefile", "_local", "_http", "_stores", "_sources"]),
+        ("services", ["_fetch", "_checkpoint", "_writer"]),
+        (
+            "adapters",
+            ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli"]
+            + ["__init__", "__main__"],
+        ),
+    ]
+):
+    LAYERS.update(dict.fromkeys(names, rank))
+NAMES = ["core", "sources", "services", "adapters"]
+
+
+def imports(module: str) -> set[str]:
+    """The package's modules that `module` imports, anywhere in its source."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0 and (node.module or "").startswith("safetensors_header"):
+                parts = (node.module or "").split(".")
+                found.add(parts[1] if len(parts) > 1 else "__init__")
+            elif node.level == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:  # from . import x: a module, or a name of the package's entry
+                    for alias in node.names:
+                        found.add(alias.name if alias.name in MODULES else "__init__")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "safetensors_header":
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+    found.discard(module)
+    return found
+
+
+GRAPH = {module: imports(module) for module in MODULES}
+
+
+def test_every_module_has_a_layer() -> None:
+    assert MODULES, "no module found: the glob is wrong"
+    assert set(MODULES) == set(LAYERS), "put a new module in a layer (tests/test_layers.py)"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_point_down(module: str) -> None:
+    wrong = {
+        other: NAMES[LAYERS[other]] for other in GRAPH[module] if LAYERS[other] > LAYERS[module]
+    }
+    assert not wrong, f"{module} ({NAMES[LAYERS[module]]}) imports from a layer above: {wrong}"
+
+
+def test_the_core_imports_nothing_of_the_io_modules() -> None:
+    core = [module for module in MODULES if LAYERS[module] == 0]
+    assert core
+    for module in core:
+        assert all(LAYERS[other] == 0 for other in GRAPH[module]), (module, GRAPH[module])
+
+
+def test_no_circle() -> None:
+    state: dict[str, int] = {}  # 1: being visited, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for other in sorted(GRAPH[module]):
+            if state.get(other) == 1:
+                circle = [*path[path.index(other) :], other]
+                raise AssertionError("an import circle: " + " -> ".join(circle))
+            if other not in state:
+                visit(other, [*path, other])
+        state[module] = 2
+
+    for module in MODULES:
+        if module not in state:
+            visit(module, [module])
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_module_says_its_layer(module: str) -> None:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    docstring = ast.get_docstring(tree) or ""
+    assert f"Layer: {NAMES[LAYERS[module]]}" in docstring, (module, docstring[:300])
+
+
+def test_importing_the_package_starts_no_http_store_or_thread_module() -> None:
+    code = (
+        "import sys, safetensors_header\n"
+        "print(sorted(m for m in ('http.client', 'urllib.request', 'ssl', 'threading',\n"
+        "    'concurrent.futures', 'mmap', 'fsspec', 'obstore', 'safetensors_header._http',\n"
+        "    'safetensors_header._stores', 'safetensors_header._fetch') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
