@@ -25,21 +25,14 @@ import safetensors_header
 PACKAGE = Path(safetensors_header.__file__).parent
 MODULES = sorted(path.stem for path in PACKAGE.glob("*.py"))
 
-LAYERS: dict[str, int] = {}
-for rank, (layer, names) in enumerate(
-    [
-        ("core", ["_errors", "_diagnose", "_format", "_parser", "_header", "_geometry", "_audit"]),
-        ("sources", ["_options", "_rangefile", "_local", "_http", "_stores", "_sources"]),
-        ("services", ["_fetch", "_checkpoint", "_writer"]),
-        (
-            "adapters",
-            ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli"]
-            + ["__init__", "__main__"],
-        ),
-    ]
-):
-    LAYERS.update(dict.fromkeys(names, rank))
-NAMES = ["core", "sources", "services", "adapters"]
+NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
+MEMBERS = [
+    ["_errors", "_diagnose", "_format", "_parser", "_header", "_geometry", "_audit"],
+    ["_options", "_rangefile", "_local", "_http", "_stores", "_sources"],
+    ["_fetch", "_checkpoint", "_writer"],
+    ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
+]
+LAYERS = {module: rank for rank, names in enumerate(MEMBERS) for module in names}
 
 
 def imports(module: str) -> set[str]:
