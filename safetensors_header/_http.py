@@ -347,15 +347,22 @@ class _Client:
             if self.file.final is None:
                 self.file.final = response.geturl() or self.file.url
             self._check_body(response)
-            # One byte past the limit says the document is larger; the caller says so.
-            buffer = bytearray(limit + 1)
-            got = _fill(response, [(0, memoryview(buffer))], 0, limit + 1, None)
+            # One byte past the limit says the document is larger; the caller says so. Read
+            # a piece at a time: a document is small, its bound is not.
             length = self._content_length(response)
-            if length is not None and got < min(length, limit + 1):
-                raise ConnectionError(
-                    f"the connection closed after {got:,} of {min(length, limit + 1):,} bytes"
-                )
-            return bytes(memoryview(buffer)[:got])
+            wanted = limit + 1 if length is None else min(length, limit + 1)
+            pieces = []
+            got = 0
+            while got < limit + 1:
+                piece = bytearray(min(limit + 1 - got, max(wanted - got, 1), _SKIP_SIZE))
+                count = _fill(response, [(got, memoryview(piece))], got, got + len(piece), None)
+                pieces.append(memoryview(piece)[:count])
+                got += count
+                if count < len(piece):
+                    break
+            if length is not None and got < wanted:
+                raise ConnectionError(f"the connection closed after {got:,} of {wanted:,} bytes")
+            return b"".join(pieces)
 
     def _headers_here(self, url: str) -> dict[str, str]:
         """The caller's headers for a request to `url`: all of them only to the origin."""

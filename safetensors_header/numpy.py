@@ -64,8 +64,8 @@ def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
     assert info.packed  # every other dtype has a numpy or an ml_dtypes type (tests check)
     raise TypeError(
         f"dtype {dtype} packs several values into each byte, which no numpy dtype can "
-        "express; read its bytes with TensorInfo.byte_ranges (or pass names= to load "
-        "the other tensors)"
+        "express; read its bytes with safetensors_header.read_tensor (or pass names= to "
+        "load the other tensors)"
     )
 
 

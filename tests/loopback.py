@@ -6,6 +6,7 @@ that they assert the cost of a read, not only its result.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import http.server
 import re
@@ -51,6 +52,7 @@ class Site:
     failures: list[int | str] = field(default_factory=list)
     send_length: bool = True  # Content-Length on a 200
     send_etag: bool = True
+    send_last_modified: bool = False  # a Last-Modified date that changes with the contents
     replace_after_first: dict[str, bytes] = field(default_factory=dict)  # from request 2 on
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
     finished: int = 0  # handlers done (their `sent` and `status` are final)
@@ -69,6 +71,12 @@ class Site:
     @property
     def sent(self) -> int:
         return sum(hit.sent for hit in self.hits)
+
+
+def last_modified(data: bytes) -> str:
+    """An HTTP date that changes with the contents (the same contents, the same date)."""
+    digest = hashlib.sha256(data).hexdigest()
+    return email.utils.formatdate(1_700_000_000 + int(digest[:6], 16), usegmt=True)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -119,8 +127,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path not in site.files:
             return self._status(hit, 404)
         data = site.files[path]
-        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
-        ranged = hit.range is not None and (hit.if_range is None or hit.if_range == etag)
+        digest = hashlib.sha256(data).hexdigest()
+        etag = '"' + digest[:16] + '"'
+        modified = last_modified(data)
+        validators = {
+            etag if site.send_etag else None,
+            modified if site.send_last_modified else None,
+        }
+        ranged = hit.range is not None and (hit.if_range is None or hit.if_range in validators)
         if site.mode == "ignore" or not ranged:
             return self._whole(site, hit, data, etag)
         match = re.fullmatch(r"bytes=(\d+)-(\d+)", hit.range or "")
@@ -145,6 +159,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) - (site.mode == "bad-length")))
         if site.send_etag:
             self.send_header("ETag", etag)
+        if site.send_last_modified:
+            self.send_header("Last-Modified", modified)
         if site.mode == "gzip":
             self.send_header("Content-Encoding", "gzip")
         self.end_headers()
@@ -161,6 +177,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
         if site.send_etag:
             self.send_header("ETag", etag)
+        if site.send_last_modified:
+            self.send_header("Last-Modified", last_modified(data))
         self.end_headers()
         # Slowly, in small chunks, so that a client that stops reading is seen to stop.
         for start in range(0, len(data), 16384):

@@ -20,7 +20,14 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 moto_server = pytest.importorskip("moto.server")
 werkzeug_serving = pytest.importorskip("werkzeug.serving")
 
-from safetensors_header import HeaderError, read_checkpoint, read_header, read_ranges  # noqa: E402
+from safetensors_header import (  # noqa: E402
+    HeaderError,
+    RemoteError,
+    open_file,
+    read_checkpoint,
+    read_header,
+    read_ranges,
+)
 from safetensors_header.numpy import load, open_tensors  # noqa: E402
 
 BUCKET = "models"
@@ -195,6 +202,24 @@ def test_s3fs_ranges_and_numpy(s3: S3, options: dict[str, Any]) -> None:
     assert len(s3.gets("one.safetensors")) == 2  # the header, then the tensor
     rows = open_tensors(url, storage_options=options)["embed"][10:12]
     assert np.array_equal(rows, ONE["embed"][10:12])
+
+
+@pytest.mark.parametrize("through", ["s3fs", "obstore"])
+def test_an_object_overwritten_after_its_header_raises(
+    s3: S3, options: dict[str, Any], store: Any, through: str
+) -> None:
+    client = boto3_client(s3.endpoint)
+    client.put_object(Bucket=BUCKET, Key="changing.safetensors", Body=ONE_FILE)
+    if through == "s3fs":
+        file = open_file(f"s3://{BUCKET}/changing.safetensors", storage_options=options)
+    else:
+        file = open_file((store, "changing.safetensors"))
+    changed = ONE_FILE[: file.header.data_start] + bytes(len(ONE_FILE) - file.header.data_start)
+    client.put_object(Bucket=BUCKET, Key="changing.safetensors", Body=changed)
+    with pytest.raises(RemoteError, match=r"changed between two requests|replaced since"):
+        file.read_tensor("embed")
+    with pytest.raises(RemoteError, match=r"changed between two requests|replaced since"):
+        load(file)
 
 
 # --- obstore ------------------------------------------------------------------------------------
