@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,7 +21,7 @@ from ._errors import HeaderError
 from ._fetch import SafetensorsFile
 from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
-from ._local import PathFile
+from ._local import PathFile, mode_kind
 from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
 from ._rangefile import header_of, map_parallel
 from ._sources import kind_of, open_source
@@ -381,20 +380,7 @@ def _local_file(
 
 
 def _refuse(where: str, name: str, mode: int) -> NoReturn:
-    _bad_index(where, f"{name} is not a regular file but {_file_type(mode)}")
-
-
-def _file_type(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "not a file"
+    _bad_index(where, f"{name} is not a regular file but {mode_kind(mode)}")
 
 
 def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:

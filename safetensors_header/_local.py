@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from ._options import Clock, Options
     from ._rangefile import Read
 
-__all__ = ["BufferFile", "PathFile", "StreamFile", "path_kind", "read_at_most", "read_path"]
+__all__ = ["BufferFile", "PathFile", "StreamFile", "header_at", "mode_kind", "read_at_most"]
+__all__ += ["read_path"]
 
 #: Bytes of a regular file read at once: most headers in one system call.
 FILE_FIRST_READ: Final = 16 * 1024
@@ -62,9 +63,16 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
     try:
         status = os.fstat(descriptor)
         if stat.S_ISREG(status.st_mode):
-            header = header_at(descriptor, status.st_size, limit)
-            if header is not None:
-                return header
+            # `header_at`'s first read, inline: the common case touches as little code as it
+            # can (a small header's read is mostly what it fetches back into the caches).
+            size = status.st_size
+            parsed = parse_file_start(os.read(descriptor, min(size, FILE_FIRST_READ)), size, limit)
+            if not isinstance(parsed, int):
+                return parsed
+            if _pread is not None:
+                whole = _pread(descriptor, parsed, 0)
+                if len(whole) == parsed:
+                    return parse_header(whole, file_size=size, max_header_size=limit)
     finally:
         os.close(descriptor)
     from ._options import Clock, Options
@@ -319,18 +327,19 @@ def _read_one(descriptor: int, view: memoryview, position: int) -> int:
         return file.readinto(view[:_STREAM_CHUNK]) or 0
 
 
-def path_kind(descriptor: int) -> str:
-    """What an open descriptor is: "file" (regular, or a block device), or another kind."""
-    mode = os.fstat(descriptor).st_mode
-    if stat.S_ISREG(mode) or stat.S_ISBLK(mode):
-        return "file"
-    if stat.S_ISFIFO(mode):
-        return "pipe"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "directory" if stat.S_ISDIR(mode) else "special file"
+def mode_kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for a message: "a FIFO (named pipe)", ..."""
+    for test, kind in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a file"
 
 
 class StreamFile(RangeFile):
@@ -362,12 +371,13 @@ class StreamFile(RangeFile):
     def first(self, count: int, clock: Clock) -> bytes:
         if self.seekable:
             self.stream.seek(0)
+            self.position, self._ahead = 0, b""
         return self._next(count)
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
         if self.seekable:
             self.stream.seek(start)
-            self.position = start
+            self.position, self._ahead = start, b""
         elif start != self.position:
             self._skip_to(start)
         return self._next(stop - start)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+import errno
 import json
 import os
 import pickle
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final, TypeGuard
 from ._diagnose import TORN_PREFIX
 from ._errors import HeaderError
 from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
+from ._local import mode_kind
 from ._parser import parse_header
 from ._sources import read_header
 
@@ -163,34 +165,40 @@ def write_file(
 
 
 def update_metadata(
-    path: StrPath, /, metadata: Mapping[str, str] | None, *, in_place: bool = True
+    path: StrPath, /, metadata: Mapping[str, str] | None, *, in_place: bool = False
 ) -> Header:
     """Replace a file's ``__metadata__``; the tensors' bytes never change.
 
     Args:
-        path: A safetensors file (through a symbolic link, the file it points to). It is
+        path: A safetensors file (through a symbolic link, the file it points to): a regular
+            file (a FIFO, a device or a directory is refused before it is opened). It is
             validated with `read_header` first.
         metadata: The new ``__metadata__`` map; ``{}`` writes an empty map, ``None`` removes
             it. Keys are written in the mapping's order.
-        in_place: When the new header fits in the old one's N bytes, overwrite just the
-            header, padded with spaces to the old length, so that the data does not move (the
-            header may then end in more than 7 spaces, which every reader accepts). If
-            False, or when it does not fit, write a new file with the reference's layout and
-            rename it over ``path``, copying the data buffer in chunks.
+        in_place: By default (``False``) a new file is written with the reference's layout
+            and renamed over ``path``, the data buffer copied in chunks: safe while other
+            processes read or update the file (a reader that has it open keeps reading the
+            old file whole; of two updaters, one result stays, never a mix). ``True``: when
+            the new header fits in the old one's N bytes, overwrite just the header, padded
+            with spaces to the old length, so that the data does not move (the header may
+            then end in more than 7 spaces, which every reader accepts). Only for a file
+            nobody else has open: a reader reading meanwhile can get half the old header and
+            half the new one, which every reader (this one and the reference) accepts; no
+            lock helps against readers that take none.
 
-    Failures: validation errors come before any write. In place, the header is rewritten in
-    three synced steps: the 8-byte length prefix is replaced by a marker (``TORN-HDR``), the
-    header's N bytes are written, then the real prefix. A process stopped at any moment
-    (``SIGKILL``, ``SIGTERM``, a crash) or a power loss leaves the old header, the new one, or
-    a file that every reader rejects (``HeaderTooLarge``) and that `read_header` says is torn
-    (``HeaderError.hint``); never a mix of the two that reads as valid. The data is never
-    touched. If a write raises, the old header is written back before the error propagates.
-    ``in_place=False`` never tears: the original stays in place until the fully written and
-    synced new file is atomically renamed over it (which gives the file a new inode, breaks
-    hard links and needs a writable directory; permission bits are kept). The temporary file
-    is ``.<name>.<16 hex digits>.tmp`` next to the file; one left by a killed process is
-    removed by the next rewrite of the same file (see `write_file`). In place needs write
-    permission on the file.
+    Failures: validation errors come before any write. The default never tears: the original
+    stays in place until the fully written and synced new file is atomically renamed over it
+    (which gives the file a new inode, breaks hard links and needs a writable directory;
+    permission bits are kept). The temporary file is ``.<name>.<16 hex digits>.tmp`` next to
+    the file; one left by a killed process is removed by the next rewrite of the same file
+    (see `write_file`). In place, the header is rewritten in three synced steps: the 8-byte
+    length prefix is replaced by a marker (``TORN-HDR``), the header's N bytes are written,
+    then the real prefix. A process stopped at any moment (``SIGKILL``, ``SIGTERM``, a crash)
+    or a power loss leaves the old header, the new one, or a file that every reader rejects
+    (``HeaderTooLarge``) and that `read_header` says is torn (``HeaderError.hint``); never a
+    mix of the two that reads as valid. The data is never touched. If a write raises, the old
+    header is written back before the error propagates. In place needs write permission on
+    the file.
 
     Returns:
         The new `Header`, as `read_header` would return it.
@@ -203,7 +211,7 @@ def update_metadata(
     """
     new_metadata = _checked_metadata(metadata)
     target = os.path.realpath(path)
-    with open(target, "r+b" if in_place else "rb", buffering=0) as file:
+    with _open_regular(target, writable=in_place) as file:
         old = read_header(file)
         rows = [(t.name, t.dtype, t.shape, *t.data_offsets) for t in old.tensors.values()]
         body = _json(rows, new_metadata)
@@ -217,6 +225,9 @@ def update_metadata(
             return header
         encoded = _frame(body)
         header = _validated(encoded, rows)
+        file.seek(0)
+        if b"".join(_chunks(file, old.data_start)) == encoded:
+            return header  # the same bytes: nothing to write (nor a new inode to make)
         with _replacing(target, mode=stat.S_IMODE(os.fstat(file.fileno()).st_mode)) as out:
             _write_all(out, encoded)
             file.seek(old.data_start)
@@ -224,6 +235,25 @@ def update_metadata(
                 _write_all(out, chunk)
             file.close()  # before the rename: Windows cannot replace an open file
     return header
+
+
+def _open_regular(path: str, *, writable: bool) -> BinaryIO:
+    """A regular file opened (to read, or to read and write), or OSError: a FIFO would block
+    the open (or the first read) until a writer came, a device is not a file to rewrite."""
+    status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode):
+        raise OSError(errno.EINVAL, f"not a regular file but {mode_kind(status.st_mode)}", path)
+    flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_NONBLOCK", 0)
+    descriptor = os.open(path, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since the stat
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)
+        return open(descriptor, "r+b" if writable else "rb", buffering=0)
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 # --- checking the arguments ---------------------------------------------------------------

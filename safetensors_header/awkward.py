@@ -51,6 +51,7 @@ import sys
 import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
 import numpy as np
 
+from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
 from ._options import RETRIES, Options
@@ -92,6 +93,10 @@ _NATIVE: Final = "<" if sys.byteorder == "little" else ">"
 _FIELDS: Final = frozenset({"form_key", "attribute"})
 _MAX_LENGTH_DIGITS: Final = 20  # 2^64 has 20 digits; int() of a longer text is only slow
 _SHOWN_NAMES: Final = 6  # tensor names an error message lists
+_SHOWN_TEMPLATE: Final = 80  # characters of a buffer_key template an error message shows
+# Places of a form key (and of an attribute) in a tensor name tried when inferring the
+# buffer_key: awkward's names hold each once; more is a hostile or a very odd name.
+_MAX_OCCURRENCES: Final = 8
 # The dtypes of awkward's index buffers (offsets, starts, stops, index, tags, masks).
 _INDEX_DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "i8": np.dtype(np.int8),
@@ -193,10 +198,15 @@ def from_safetensors(
         An ``ak.Array``, or with ``highlevel=False`` its layout.
 
     Raises:
-        AwkwardFileError: The file holds no awkward array (see the module's docstring). With
-            ``virtual=True``, the sizes that depend on other buffers' values (a list's
-            content, on its offsets) are checked by awkward when the buffer is read: a
-            ``TypeError`` "size of array (...) is less than size of form (...)".
+        AwkwardFileError: The file holds no awkward array (see the module's docstring), or
+            one whose index buffers point outside their contents (offsets that go back or
+            below 0, a start past its stop, an index or a tag beyond its content, an index
+            type awkward does not take): every index buffer is checked before awkward sees
+            it. With ``virtual=True`` that check, and the sizes that depend on other
+            buffers' values (a list's content, on its offsets), come when the buffer is
+            first read (from awkward's reading of the array).
+        TypeError: A form that is not canonical, without ``allow_noncanonical_form=True``
+            (awkward's own error).
         HeaderError: The file is not valid safetensors (as for `read_header`), or a stream
             ended before its data did.
         RemoteError: For URLs and object stores, as for `read_ranges`.
@@ -223,9 +233,12 @@ def from_safetensors(
     plan = _Plan(header, *_resolved_key(buffer_key, metadata, needed, header), order)
     _walk(form, length, plan.check)  # names and sizes the header settles, before any read
     if virtual:
+        # Each buffer read when awkward first needs it, and its indexes checked then
+        # against what the header says its contents can hold.
+        cache = _Cache(file, plan, timeout)
+        guards = _guards(form, plan)
         container: Mapping[str, Any] = {
-            key: _reader(file, info, dtype, order, timeout)
-            for key, (info, dtype) in plan.entries.items()
+            key: _reader(key, cache, guards.get(key)) for key in plan.entries
         }
     else:
         infos = [info for info, _ in plan.entries.values()]
@@ -238,20 +251,32 @@ def from_safetensors(
         _walk(form, length, plan.check)  # every size, now that offsets and indexes are read
         container = plan.trimmed
     getkey = plan.getkey
-    return ak.from_buffers(
-        form,
-        length,
-        container,
-        buffer_key=lambda form_key, attribute, form: getkey(form, attribute),
-        backend=backend,
-        # The buffers are in the machine's order already: awkward 2.8 ignores byteorder for
-        # arrays (it swaps only raw bytes).
-        byteorder=_NATIVE,
-        allow_noncanonical_form=allow_noncanonical_form,
-        highlevel=highlevel,
-        behavior=behavior,
-        attrs=attrs,
-    )
+    try:
+        return ak.from_buffers(
+            form,
+            length,
+            container,
+            buffer_key=lambda form_key, attribute, form: getkey(form, attribute),
+            backend=backend,
+            # The buffers are in the machine's order already: awkward 2.8 ignores byteorder
+            # for arrays (it swaps only raw bytes).
+            byteorder=_NATIVE,
+            allow_noncanonical_form=allow_noncanonical_form,
+            highlevel=highlevel,
+            behavior=behavior,
+            attrs=attrs,
+        )
+    except (AwkwardFileError, HeaderError, OSError):
+        raise
+    except (ValueError, IndexError, KeyError, AssertionError) as error:
+        # The checks above leave awkward nothing to refuse in a file; a form it cannot
+        # build from buffers of the right sizes is still the file's fault, not a crash.
+        # (Its TypeError for a form that is not canonical passes: allow_noncanonical_form
+        # is the caller's to give.)
+        raise AwkwardFileError(
+            f"awkward cannot build the array the file describes: {type(error).__name__}: "
+            f"{str(error)[:300]}"
+        ) from error
 
 
 def to_safetensors(
@@ -377,21 +402,29 @@ def _walk(form: Any, length: int | None, visit: _Visit) -> None:
     elif isinstance(form, forms.UnmaskedForm):
         _walk(form.content, length, visit)
     elif isinstance(form, forms.BitMaskedForm):
-        visit(form, "mask", _INDEX_DTYPES[form.mask], None if length is None else -(-length // 8))
+        mask = _index_dtype(form, "mask", form.mask)
+        visit(form, "mask", mask, None if length is None else -(-length // 8))
         _walk(form.content, length, visit)
     elif isinstance(form, forms.ByteMaskedForm):
-        visit(form, "mask", _INDEX_DTYPES[form.mask], length)
+        visit(form, "mask", _index_dtype(form, "mask", form.mask), length)
         _walk(form.content, length, visit)
     elif isinstance(form, (forms.IndexedOptionForm, forms.IndexedForm)):
-        index = visit(form, "index", _INDEX_DTYPES[form.index], length)
+        index = visit(form, "index", _index_dtype(form, "index", form.index), length)
+        if index is not None:
+            _check_index(form, index, None)
         _walk(form.content, _past_max(index), visit)
     elif isinstance(form, forms.ListForm):
-        starts = visit(form, "starts", _INDEX_DTYPES[form.starts], length)
-        stops = visit(form, "stops", _INDEX_DTYPES[form.stops], length)
+        starts = visit(form, "starts", _index_dtype(form, "starts", form.starts), length)
+        stops = visit(form, "stops", _index_dtype(form, "stops", form.stops), length)
+        if starts is not None and stops is not None:
+            _check_list(form, starts, stops, None)
         _walk(form.content, _list_end(starts, stops), visit)
     elif isinstance(form, forms.ListOffsetForm):
-        offsets = visit(form, "offsets", _INDEX_DTYPES[form.offsets], _plus_one(length))
-        end = None if offsets is None else max(0, int(offsets[-1])) if len(offsets) > 1 else 0
+        offsets_dtype = _index_dtype(form, "offsets", form.offsets)
+        offsets = visit(form, "offsets", offsets_dtype, _plus_one(length))
+        if offsets is not None:
+            _check_offsets(form, offsets, None)
+        end = None if offsets is None else int(offsets[-1]) if len(offsets) > 1 else 0
         _walk(form.content, end, visit)
     elif isinstance(form, forms.RegularForm):
         _walk(form.content, None if length is None else length * form.size, visit)
@@ -399,13 +432,108 @@ def _walk(form: Any, length: int | None, visit: _Visit) -> None:
         for content in form.contents:
             _walk(content, length, visit)
     elif isinstance(form, forms.UnionForm):
-        tags = visit(form, "tags", _INDEX_DTYPES[form.tags], length)
-        index = visit(form, "index", _INDEX_DTYPES[form.index], length)
+        if not form.contents:
+            raise AwkwardFileError("the form has a UnionArray with no contents")
+        tags = visit(form, "tags", _index_dtype(form, "tags", form.tags), length)
+        index = visit(form, "index", _index_dtype(form, "index", form.index), length)
+        if tags is not None and index is not None:
+            _check_union(form, tags, index, [None] * len(form.contents))
         for tag, content in enumerate(form.contents):
             selected = None if tags is None or index is None else index[tags == tag]
             _walk(content, _past_max(selected), visit)
     else:
         raise AwkwardFileError(f"the form has a node of an unknown class: {type(form).__name__}")
+
+
+# The index dtypes each node takes (awkward's own constraints, which its forms do not check).
+_INDEX_KINDS: Final = {
+    ("ListOffsetForm", "offsets"): ("i32", "u32", "i64"),
+    ("ListForm", "starts"): ("i32", "u32", "i64"),
+    ("ListForm", "stops"): ("i32", "u32", "i64"),
+    ("IndexedForm", "index"): ("i32", "u32", "i64"),
+    ("IndexedOptionForm", "index"): ("i32", "i64"),
+    ("ByteMaskedForm", "mask"): ("i8",),
+    ("BitMaskedForm", "mask"): ("u8",),
+    ("UnionForm", "tags"): ("i8",),
+    ("UnionForm", "index"): ("i32", "u32", "i64"),
+}
+
+
+def _index_dtype(form: Any, attribute: str, name: str) -> np.dtype[Any]:
+    """The numpy dtype of an index buffer, if the node takes one of that type."""
+    allowed = _INDEX_KINDS[type(form).__name__, attribute]
+    if name not in allowed:
+        raise AwkwardFileError(
+            f"the form's {type(form).__name__} node {_shown(form.form_key)} has {attribute} of "
+            f"type {_shown(name)}; awkward takes {', '.join(map(repr, allowed))}"
+        )
+    return _INDEX_DTYPES[name]
+
+
+def _shown(text: object) -> str:
+    """A name from a file, for a message: its repr, cut to `_SHOWN_TEMPLATE` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= _SHOWN_TEMPLATE else shown[:_SHOWN_TEMPLATE] + "..."
+
+
+def _bad_index(form: Any, attribute: str, problem: str) -> AwkwardFileError:
+    return AwkwardFileError(
+        f"the {attribute} of the form's {type(form).__name__} node {_shown(form.form_key)} "
+        f"{problem}: "
+        "awkward would read outside its content",
+    )
+
+
+def _check_offsets(form: Any, offsets: NDArray[Any], bound: int | None) -> None:
+    """Offsets from 0 up, never going back, and (with a `bound`) within the content."""
+    if not len(offsets):
+        return
+    if offsets[0] < 0:
+        raise _bad_index(form, "offsets", f"start at {int(offsets[0])}, below 0")
+    if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        at = int(np.argmax(offsets[1:] < offsets[:-1]))
+        raise _bad_index(
+            form, "offsets", f"go back, from {int(offsets[at])} to {int(offsets[at + 1])}"
+        )
+    if bound is not None and int(offsets[-1]) > bound:
+        raise _bad_index(form, "offsets", f"end at {int(offsets[-1])}, past {bound} values")
+
+
+def _check_list(form: Any, starts: NDArray[Any], stops: NDArray[Any], bound: int | None) -> None:
+    """Every non-empty list from a start at 0 or more to a stop no smaller (within `bound`)."""
+    count = min(len(starts), len(stops))
+    starts, stops = starts[:count], stops[:count]
+    used = starts != stops
+    if bool(np.any(starts[used] > stops[used])):
+        raise _bad_index(form, "starts", "pass their stops")
+    if bool(np.any(starts[used] < 0)):
+        raise _bad_index(form, "starts", "go below 0")
+    if bound is not None and bool(np.any(stops[used] > bound)):
+        raise _bad_index(form, "stops", f"go past {bound} values")
+
+
+def _check_index(form: Any, index: NDArray[Any], bound: int | None) -> None:
+    """An index of 0 or more (or, of an option, negative for None), below `bound`."""
+    if not isinstance(form, ak.forms.IndexedOptionForm) and bool(np.any(index < 0)):
+        raise _bad_index(form, "index", "goes below 0")
+    if bound is not None and len(index) and int(index.max()) >= bound:
+        raise _bad_index(form, "index", f"goes to {int(index.max())}, past {bound} values")
+
+
+def _check_union(
+    form: Any, tags: NDArray[Any], index: NDArray[Any], bounds: list[int | None]
+) -> None:
+    """Tags of the contents there are; an index of 0 or more, within each content."""
+    count = min(len(tags), len(index))
+    tags, index = tags[:count], index[:count]
+    if bool(np.any((tags < 0) | (tags >= len(bounds)))):
+        raise _bad_index(form, "tags", f"name contents beyond its {len(bounds)}")
+    if bool(np.any(index < 0)):
+        raise _bad_index(form, "index", "goes below 0")
+    for tag, bound in enumerate(bounds):
+        chosen = index[tags == tag]
+        if bound is not None and len(chosen) and int(chosen.max()) >= bound:
+            raise _bad_index(form, "index", f"goes past the {bound} values of content {tag}")
 
 
 def _past_max(index: NDArray[Any] | None) -> int | None:
@@ -437,11 +565,13 @@ def _resolved_key(
     if requested is not None:
         if callable(requested):
             return _function_key(requested), "the buffer_key function given"
-        return _template_key(requested, "buffer_key"), f"buffer_key={requested!r}"
+        return _template_key(requested, "buffer_key"), f"buffer_key={_shown(requested)}"
     recorded = metadata.get(_BUFFER_KEY)
     if recorded is not None:
         where = "the buffer_key recorded in the metadata"
-        return _template_key(recorded, where, error=AwkwardFileError), f"{where}, {recorded!r}"
+        return _template_key(
+            recorded, where, error=AwkwardFileError
+        ), f"{where}, {_shown(recorded)}"
     default = _template_key(DEFAULT_BUFFER_KEY, "buffer_key")
     names = header.tensors
     if all(_name(default, node, attribute) in names for node, attribute in needed):
@@ -456,18 +586,26 @@ def _resolved_key(
 
 
 def _template_key(template: object, what: str, *, error: type[Exception] = ValueError) -> _GetKey:
+    """The names a template gives. One recorded in a file (`error` AwkwardFileError) may hold
+    the two fields and nothing else: no format spec or conversion (``{form_key:>1000000000}``
+    would make a name of a gigabyte)."""
     if not isinstance(template, str):
         raise TypeError(f"{what} must be a str or a callable, not {type(template).__name__}")
+    shown = repr(template[:_SHOWN_TEMPLATE]) + ("..." if len(template) > _SHOWN_TEMPLATE else "")
     try:
-        fields = {
-            field for _, field, _, _ in string.Formatter().parse(template) if field is not None
-        }
+        parsed = list(string.Formatter().parse(template))
     except ValueError as problem:
-        raise error(f"{what} {template!r} is not a format string: {problem}") from None
+        raise error(f"{what} {shown} is not a format string: {problem}") from None
+    fields = {field for _, field, _, _ in parsed if field is not None}
     if not fields <= _FIELDS:
         raise error(
-            f"{what} {template!r} may hold only {{form_key}} and {{attribute}}, not "
-            f"{', '.join(sorted(f'{{{field}}}' for field in fields - _FIELDS))}"
+            f"{what} {shown} may hold only {{form_key}} and {{attribute}}, not "
+            f"{', '.join(sorted(f'{{{field[:40]}}}' for field in fields - _FIELDS))}"
+        )
+    if error is AwkwardFileError and any(spec or conversion for _, _, spec, conversion in parsed):
+        raise error(
+            f"{what} {shown} formats its fields ({{form_key}} and {{attribute}} with a format "
+            "spec or a conversion): a file's template may only name them"
         )
 
     def getkey(node: Any, attribute: str) -> str:
@@ -535,8 +673,12 @@ def _templates(name: str, form_key: str, attribute: str) -> Iterator[str]:
 
 
 def _occurrences(text: str, part: str) -> Iterator[int]:
+    """Where `part` is in `text`: the first `_MAX_OCCURRENCES` places (a name of one repeated
+    character would otherwise make a template of every pair of places: cubic in its length)."""
     at = text.find(part)
-    while at >= 0:
+    for _ in range(_MAX_OCCURRENCES):
+        if at < 0:
+            return
         yield at
         at = text.find(part, at + 1)
 
@@ -571,28 +713,31 @@ class _Plan:
     ) -> NDArray[Any] | None:
         """Check one buffer; its values (as many as the form needs) once they are read."""
         key = self.getkey(node, attribute)
-        where = f"the {attribute} of the form's node {node.form_key!r} ({type(node).__name__})"
+        shown = _shown(key)
+        where = (
+            f"the {attribute} of the form's node {_shown(node.form_key)} ({type(node).__name__})"
+        )
         info = self.header.tensors.get(key)
         if info is None:
             names = list(self.header.tensors)
-            shown = ", ".join(map(repr, names[:_SHOWN_NAMES])) + (
+            names_shown = ", ".join(map(_shown, names[:_SHOWN_NAMES])) + (
                 ", ..." if len(names) > _SHOWN_NAMES else ""
             )
             raise AwkwardFileError(
-                f"no tensor {key!r}, {where}, named by {self.how}; the file's tensors are "
-                f"{shown or 'none'}",
+                f"no tensor {shown}, {where}, named by {self.how}; the file's tensors are "
+                f"{names_shown or 'none'}",
                 buffer=key,
             )
         if info.nbytes % dtype.itemsize:
             raise AwkwardFileError(
-                f"tensor {key!r} ({where}) has {info.nbytes:,} bytes, not a whole number of "
+                f"tensor {shown} ({where}) has {info.nbytes:,} bytes, not a whole number of "
                 f"{dtype} values ({dtype.itemsize} bytes each)",
                 buffer=key,
             )
         held = info.nbytes // dtype.itemsize
         if count is not None and held < count:
             raise AwkwardFileError(
-                f"tensor {key!r} ({where}) holds {held:,} {dtype} values, but the form needs "
+                f"tensor {shown} ({where}) holds {held:,} {dtype} values, but the form needs "
                 f"{count:,}",
                 buffer=key,
             )
@@ -604,20 +749,132 @@ class _Plan:
         return values
 
 
+class _Cache:
+    """The buffers of a virtual array: each read once, when first asked for, then kept."""
+
+    def __init__(self, file: SafetensorsFile, plan: _Plan, timeout: float | None) -> None:
+        import threading
+
+        self.file, self.plan, self.timeout = file, plan, timeout
+        self.values: dict[str, NDArray[Any]] = {}
+        self.lock = threading.Lock()
+
+    def load(self, key: str) -> NDArray[Any]:
+        with self.lock:
+            found = self.values.get(key)
+        if found is not None:
+            return found
+        info, dtype = self.plan.entries[key]
+        piece = self.file.read_tensor(info, timeout=self.timeout)
+        values = np.frombuffer(piece, dtype=dtype.newbyteorder(self.plan.order))
+        values = values.astype(dtype, copy=False)
+        with self.lock:
+            return self.values.setdefault(key, values)
+
+
 def _reader(
-    file: SafetensorsFile,
-    info: TensorInfo,
-    dtype: np.dtype[Any],
-    order: _Order,
-    timeout: float | None,
+    key: str, cache: _Cache, guard: Callable[[_Cache], None] | None
 ) -> Callable[[], NDArray[Any]]:
-    """A virtual buffer's generator: one ranged read of its tensor, of the file opened."""
+    """A virtual buffer's generator: its tensor, read once; its indexes checked first."""
 
     def read() -> NDArray[Any]:
-        piece = file.read_tensor(info, timeout=timeout)
-        return np.frombuffer(piece, dtype=dtype.newbyteorder(order)).astype(dtype, copy=False)
+        values = cache.load(key)
+        if guard is not None:
+            guard(cache)
+        return values
 
     return read
+
+
+def _guards(form: Any, plan: _Plan) -> dict[str, Callable[[_Cache], None]]:
+    """For each index buffer of a virtual array, the check of its values: within what the
+    header says its contents can hold (`_capacity`), as the eager read checks them."""
+    checks: dict[str, list[Callable[[_Cache], None]]] = {}
+    forms = ak.forms
+
+    def guard(keys: list[str], check: Callable[[_Cache], None]) -> None:
+        for key in keys:  # (two nodes may name the same tensor: both checks hold)
+            checks.setdefault(key, []).append(check)
+
+    def visit(node: Any) -> None:
+        key = plan.getkey
+        if isinstance(node, forms.ListOffsetForm):
+            bound = _capacity(node.content, plan)
+            offsets = key(node, "offsets")
+            guard([offsets], lambda cache: _check_offsets(node, cache.load(offsets), bound))
+        elif isinstance(node, forms.ListForm):
+            bound = _capacity(node.content, plan)
+            starts, stops = key(node, "starts"), key(node, "stops")
+            guard(
+                [starts, stops],
+                lambda cache: _check_list(node, cache.load(starts), cache.load(stops), bound),
+            )
+        elif isinstance(node, (forms.IndexedForm, forms.IndexedOptionForm)):
+            bound = _capacity(node.content, plan)
+            index = key(node, "index")
+            guard([index], lambda cache: _check_index(node, cache.load(index), bound))
+        elif isinstance(node, forms.UnionForm):
+            bounds = [_capacity(content, plan) for content in node.contents]
+            tags, index = key(node, "tags"), key(node, "index")
+            guard(
+                [tags, index],
+                lambda cache: _check_union(node, cache.load(tags), cache.load(index), bounds),
+            )
+        for content in _contents(node):
+            visit(content)
+
+    visit(form)
+    return {key: _all_of(found) for key, found in checks.items()}
+
+
+def _all_of(checks: list[Callable[[_Cache], None]]) -> Callable[[_Cache], None]:
+    def check(cache: _Cache) -> None:
+        for one in checks:
+            one(cache)
+
+    return check
+
+
+def _contents(form: Any) -> list[Any]:
+    if hasattr(form, "contents"):
+        return list(form.contents)
+    return [form.content] if hasattr(form, "content") else []
+
+
+def _capacity(form: Any, plan: _Plan) -> int | None:
+    """The most elements `form` can have, from the sizes of its buffers in the header (None:
+    no bound, a RegularArray of size 0 or a record of no field)."""
+    forms = ak.forms
+
+    def held(attribute: str) -> int:
+        info, dtype = plan.entries[plan.getkey(form, attribute)]
+        return info.nbytes // dtype.itemsize
+
+    def least(*counts: int | None) -> int | None:
+        known = [count for count in counts if count is not None]
+        return min(known) if known else None
+
+    if isinstance(form, forms.EmptyForm):
+        return 0
+    if isinstance(form, forms.NumpyForm):
+        inner = math.prod(form.inner_shape)
+        return held("data") // inner if inner else None
+    if isinstance(form, forms.ListOffsetForm):
+        return max(held("offsets") - 1, 0)
+    if isinstance(form, forms.ListForm):
+        return min(held("starts"), held("stops"))
+    if isinstance(form, forms.RegularForm):
+        content = _capacity(form.content, plan)
+        return None if content is None or not form.size else content // form.size
+    if isinstance(form, (forms.IndexedForm, forms.IndexedOptionForm)):
+        return held("index")
+    if isinstance(form, forms.ByteMaskedForm):
+        return least(held("mask"), _capacity(form.content, plan))
+    if isinstance(form, forms.BitMaskedForm):
+        return least(held("mask") * 8, _capacity(form.content, plan))
+    if isinstance(form, forms.UnionForm):
+        return min(held("tags"), held("index"))
+    return least(*(_capacity(content, plan) for content in _contents(form)))
 
 
 # --- writing -------------------------------------------------------------------------------

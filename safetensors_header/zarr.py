@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from itertools import product
 
@@ -71,7 +72,7 @@ from ._geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
-    from typing import Any, Literal, TypeAlias
+    from typing import Any, Final, Literal, TypeAlias
 
     from ._header import Header, TensorInfo
 
@@ -79,18 +80,30 @@ if TYPE_CHECKING:
     Chunks: TypeAlias = int | Mapping[str, Sequence[int] | int] | None
 
 __all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
+
 __all__ += ["to_kerchunk", "to_zarr"]
+
+# What `node_name` percent-encodes anywhere in a name: the escape character itself, the
+# separators zarr-python splits a path at ("/", and "\\", which it turns into "/"), and the
+# control characters (no file system or JSON reader wants those in a key).
+_ESCAPES: Final = {
+    ord(character): f"%{ord(character):02X}"
+    for character in ("%", "/", "\\", *map(chr, range(32)), "\x7f")
+}
+_ESCAPED: Final = re.compile("%([0-9A-F]{2})")
 
 
 def node_name(name: str, /) -> str:
     """The key of a tensor's array in the Zarr group: the name, escaped where Zarr needs it.
 
-    ``%`` and ``/`` are percent-encoded everywhere; a leading ``.`` or ``__``, and the name
-    ``zarr.json``, have their first character encoded; the empty name is ``"%"``. Any other
-    name is its own key (``model.layers.0.mlp.up_proj.weight`` stays as it is). Distinct names
-    give distinct keys.
+    ``%``, the separators ``/`` and ``\\`` (zarr-python reads a backslash as a slash) and the
+    control characters are percent-encoded everywhere; a leading ``.`` (so ``.``, ``..``,
+    ``.zarray``), a leading ``__`` and the name ``zarr.json`` have their first character
+    encoded; the empty name is ``"%"``. Any other name is its own key
+    (``model.layers.0.mlp.up_proj.weight`` stays as it is). Distinct names give distinct
+    keys, and every key is one path segment that zarr-python accepts.
     """
-    key = name.replace("%", "%25").replace("/", "%2F")
+    key = name.translate(_ESCAPES)
     if not key:
         return "%"  # a lone "%" is never the escape of another name
     if key.startswith("."):
@@ -468,14 +481,11 @@ def _tensor_attributes(info: TensorInfo, shard: str | None) -> dict[str, Any]:
 
 
 def _decoded(key: str) -> str:
-    """The tensor name of a key made by `node_name` (for arrays without their attributes)."""
+    """The tensor name of a key made by `node_name` (for arrays without their attributes):
+    every ``%XX`` decoded (a ``%`` of the name is ``%25`` in its key)."""
     if key == "%":
         return ""
-    for prefix, first in (("%2E", "."), ("%5F", "_"), ("%7A", "z")):
-        if key.startswith(prefix):
-            key = first + key[len(prefix) :]
-            break
-    return key.replace("%2F", "/").replace("%25", "%")
+    return _ESCAPED.sub(lambda match: chr(int(match[1], 16)), key)
 
 
 def _real_dtype(values: Any, dtype: object) -> Any:

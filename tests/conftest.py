@@ -1,5 +1,5 @@
-"""Fixtures shared by test modules: the loopback HTTP server (`loopback.site`)."""
+"""Fixtures shared by test modules: the loopback HTTP servers of `loopback`."""
 
-from loopback import site
+from loopback import serve, site
 
-__all__ = ["site"]
+__all__ = ["serve", "site"]

@@ -10,9 +10,10 @@ import email.utils
 import hashlib
 import http.server
 import re
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -230,3 +231,97 @@ def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+# --- a scripted raw-socket server ----------------------------------------------------------
+
+Reply = bytes | Callable[[socket.socket], None]
+RawHandler = Callable[[int, dict[str, str]], Reply]
+
+
+class RawServer:
+    """HTTP on 127.0.0.1, scripted: ``handler(request number, headers)`` gives the reply (the
+    headers lowercased; the request's path as ``":path"``)."""
+
+    def __init__(self, handler: RawHandler) -> None:
+        self.handler = handler
+        self.requests: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def url(self, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}/f"
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                request, *lines = data.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+                headers = {":path": request.split(" ")[1] if " " in request else ""}
+                for line in lines:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                with self.lock:
+                    number = len(self.requests)
+                    self.requests.append(headers)
+                reply = self.handler(number, headers)
+                if callable(reply):
+                    reply(conn)
+                else:
+                    conn.sendall(reply)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[RawHandler], RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(handler: RawHandler) -> RawServer:
+        servers.append(RawServer(handler))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def asked(headers: dict[str, str]) -> tuple[int, int]:
+    match = re.fullmatch(r"bytes=(\d+)-(\d+)", headers.get("range", ""))
+    assert match, headers
+    return int(match[1]), int(match[2]) + 1
+
+
+def partial(
+    data: bytes, span: tuple[int, int], *, etag: str = '"v1"', cut: int | None = None
+) -> bytes:
+    start, stop = span[0], min(span[1], len(data))
+    head = (
+        f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {start}-{stop - 1}/{len(data)}\r\n"
+        f"Content-Length: {stop - start}\r\nETag: {etag}\r\nConnection: close\r\n\r\n"
+    )
+    body = data[start:stop]
+    return head.encode() + (body if cut is None else body[:cut])
+
+
+def whole(data: bytes) -> bytes:
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    return head.encode() + data

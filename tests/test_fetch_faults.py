@@ -9,85 +9,19 @@ filesystem that ignores the range it is asked for, a stream without seek.
 from __future__ import annotations
 
 import io
-import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from loopback import RawHandler, RawServer, Reply, asked, partial, whole
 
 from safetensors_header import HeaderError, RemoteError, read_ranges
 from safetensors_header import _http as remote
 
 DATA = bytes(range(256)) * 16  # 4,096 bytes
-Reply = bytes | Callable[[socket.socket], None]
-Handler = Callable[[int, dict[str, str]], Reply]
-
-
-class RawServer:
-    """HTTP on 127.0.0.1, scripted: ``handler(request number, headers)`` gives the reply."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.requests: list[dict[str, str]] = []
-        self.lock = threading.Lock()
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def url(self, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}/f"
-
-    def _loop(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                lines = data.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")[1:]
-                headers = {}
-                for line in lines:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                with self.lock:
-                    number = len(self.requests)
-                    self.requests.append(headers)
-                reply = self.handler(number, headers)
-                if callable(reply):
-                    reply(conn)
-                else:
-                    conn.sendall(reply)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Handler], RawServer]]:
-    servers: list[RawServer] = []
-
-    def start(handler: Handler) -> RawServer:
-        servers.append(RawServer(handler))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 @pytest.fixture(autouse=True)
@@ -95,33 +29,10 @@ def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote, "_sleep", lambda seconds: None)
 
 
-def asked(headers: dict[str, str]) -> tuple[int, int]:
-    match = re.fullmatch(r"bytes=(\d+)-(\d+)", headers.get("range", ""))
-    assert match, headers
-    return int(match[1]), int(match[2]) + 1
-
-
-def partial(
-    data: bytes, span: tuple[int, int], *, etag: str = '"v1"', cut: int | None = None
-) -> bytes:
-    start, stop = span[0], min(span[1], len(data))
-    head = (
-        f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {start}-{stop - 1}/{len(data)}\r\n"
-        f"Content-Length: {stop - start}\r\nETag: {etag}\r\nConnection: close\r\n\r\n"
-    )
-    body = data[start:stop]
-    return head.encode() + (body if cut is None else body[:cut])
-
-
-def whole(data: bytes) -> bytes:
-    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
-    return head.encode() + data
-
-
 # --- HTTP ------------------------------------------------------------------------------------
 
 
-def test_first_span_past_the_end_sequential(serve: Callable[[Handler], RawServer]) -> None:
+def test_first_span_past_the_end_sequential(serve: Callable[[RawHandler], RawServer]) -> None:
     unsatisfiable = (
         b"HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n"
         b"Content-Length: 0\r\n\r\n"
@@ -132,7 +43,7 @@ def test_first_span_past_the_end_sequential(serve: Callable[[Handler], RawServer
     assert info.value.kind == "MetadataIncompleteBuffer"
 
 
-def test_first_request_retried_into_a_200(serve: Callable[[Handler], RawServer]) -> None:
+def test_first_request_retried_into_a_200(serve: Callable[[RawHandler], RawServer]) -> None:
     def handler(number: int, headers: dict[str, str]) -> bytes:
         span = asked(headers)
         if number == 0:
@@ -152,7 +63,7 @@ def test_first_request_retried_into_a_200(serve: Callable[[Handler], RawServer])
 
 
 def test_first_request_retried_after_the_file_changed(
-    serve: Callable[[Handler], RawServer],
+    serve: Callable[[RawHandler], RawServer],
 ) -> None:
     old, new = b"A" * 4096, b"B" * 4096
     replaced = threading.Event()
@@ -178,7 +89,7 @@ def test_first_request_retried_after_the_file_changed(
 
 @pytest.mark.parametrize("workers", [1, 8], ids=["sequential", "parallel"])
 def test_a_later_reply_with_another_etag(
-    serve: Callable[[Handler], RawServer], workers: int
+    serve: Callable[[RawHandler], RawServer], workers: int
 ) -> None:
     old, new = b"A" * 4096, b"B" * 4096
 
@@ -192,7 +103,7 @@ def test_a_later_reply_with_another_etag(
 
 
 def test_no_credentials_to_another_origin_under_concurrent_redirects(
-    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
+    serve: Callable[[RawHandler], RawServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = bytes(range(256)) * 64
     elsewhere: list[str | None] = []

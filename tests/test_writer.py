@@ -266,9 +266,9 @@ def test_empty_metadata_without_tensors_avoids_the_reference_bug(tmp_path: Path)
     path = tmp_path / "empty.safetensors"
     write_file(path, {}, metadata={})
     assert path.read_bytes() == ours
-    update_metadata(path, None)  # in place: N stays 24
+    update_metadata(path, None, in_place=True)  # N stays 24
     assert path.read_bytes() == b"\x18\0\0\0\0\0\0\0{}" + b" " * 22
-    update_metadata(path, {})
+    update_metadata(path, {}, in_place=True)
     assert path.read_bytes() == ours
     update_metadata(path, None, in_place=False)
     assert path.read_bytes() == encode_header({}) == reference_bytes({})
@@ -756,7 +756,7 @@ def test_update_metadata_in_place_puts_the_old_header_back_on_failure(
     before = path.read_bytes()
     monkeypatch.setattr(writer_module, "_write_all", _failing_write(0, OSError(5, "I/O error")))
     with pytest.raises(OSError, match="I/O error"):
-        update_metadata(path, {"format": "np"})
+        update_metadata(path, {"format": "np"}, in_place=True)
     assert path.read_bytes() == before  # the half-written header was undone
     assert reference_header(path.read_bytes()) == tensors
 
@@ -777,7 +777,7 @@ def test_update_metadata_in_place_when_even_the_undo_fails(
 
     monkeypatch.setattr(writer_module, "_write_all", write)
     with pytest.raises(OSError, match="first"):
-        update_metadata(path, {"format": "np"})
+        update_metadata(path, {"format": "np"}, in_place=True)
     # The marker stayed: the file says it is torn rather than being read half old, half new.
     with pytest.raises(HeaderError) as caught:
         read_header(path)
@@ -812,7 +812,7 @@ def test_update_metadata_in_place_cut_at_any_sector(
         real(file, data)
 
     monkeypatch.setattr(writer_module, "_write_all", record)
-    update_metadata(path, new)
+    update_metadata(path, new, in_place=True)
     monkeypatch.undo()
     assert [offset for offset, _ in writes] == [0, 8, 0]  # the marker, the header, the prefix
     final = path.read_bytes()
