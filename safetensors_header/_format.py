@@ -184,9 +184,7 @@ def bytes_needed(
     enough = SNIFF_SIZE if file_size is None else min(file_size, SNIFF_SIZE)
     if have < enough:
         return enough
-    fault = length_fault(prefix, file_size, max_header_size)
-    assert fault is not None  # the prefix is bad: see above
-    raise fault
+    raise length_fault(prefix, file_size, max_header_size)
 
 
 def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int | None:
@@ -206,29 +204,39 @@ def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int |
 
 def length_fault(
     prefix: bytes | bytearray | memoryview, file_size: int | None, max_header_size: int
-) -> HeaderError | None:
-    """The reference's first three checks, in its order (§1.2), on the first bytes of a file.
+) -> HeaderError:
+    """The verdict of a length prefix `header_end` found unsound: the reference's first three
+    checks, in its order (§1.2).
 
     `prefix` must hold the first 8 bytes, or be the whole file; with ``file_size=None`` it is
-    taken to be the whole file. Returns the error to raise (its hint from the first 64
-    bytes, if `prefix` has them), or ``None`` when the length prefix is sound.
+    taken to be the whole file, and the error says how many bytes would have done
+    (``needed``: a partial download). Its hint comes from the first 64 bytes, if `prefix` has
+    them. A sound length prefix is a caller's mistake (AssertionError).
     """
+    whole = file_size is None
     size = len(prefix) if file_size is None else file_size
-    return (
-        header_too_small(prefix, size)
+    fault = (
+        header_too_small(prefix, size, whole=whole)
         or header_too_large(prefix, max_header_size)
-        or header_past_the_end(prefix, size)
+        or header_past_the_end(prefix, size, whole=whole)
     )
+    if fault is None:
+        raise AssertionError("length_fault() of a sound length prefix")
+    return fault
 
 
-def header_too_small(prefix: bytes | bytearray | memoryview, size: int) -> HeaderError | None:
-    """§1.3: a file of fewer than 8 bytes has no length prefix."""
+def header_too_small(
+    prefix: bytes | bytearray | memoryview, size: int, *, whole: bool = False
+) -> HeaderError | None:
+    """§1.3: a file of fewer than 8 bytes has no length prefix. (`whole`: `prefix` was taken
+    for the whole file; 8 bytes would have done.)"""
     if size >= HEADER_LENGTH_SIZE:
         return None
     return _fault(
         "HeaderTooSmall",
         f"expected at least 8 bytes (the header length), found a file of {size} bytes",
         prefix if len(prefix) >= size else None,  # only the whole file tells what it is
+        needed=HEADER_LENGTH_SIZE if whole else None,
     )
 
 
@@ -248,8 +256,11 @@ def header_too_large(
     )
 
 
-def header_past_the_end(prefix: bytes | bytearray | memoryview, size: int) -> HeaderError | None:
-    """§1.5: the header, 8 + N bytes, must end within the file."""
+def header_past_the_end(
+    prefix: bytes | bytearray | memoryview, size: int, *, whole: bool = False
+) -> HeaderError | None:
+    """§1.5: the header, 8 + N bytes, must end within the file. (`whole`: `prefix` was taken
+    for the whole file; 8 + N bytes would have done.)"""
     header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
     stop = HEADER_LENGTH_SIZE + header_size
     if stop <= size:
@@ -260,13 +271,19 @@ def header_past_the_end(prefix: bytes | bytearray | memoryview, size: int) -> He
         f"but the file is {size:,} bytes",
         prefix,
         missing=stop - size,
+        needed=stop if whole else None,
     )
 
 
 def _fault(
-    kind: str, message: str, prefix: bytes | bytearray | memoryview | None, *, missing: int = 0
+    kind: str,
+    message: str,
+    prefix: bytes | bytearray | memoryview | None,
+    *,
+    missing: int = 0,
+    needed: int | None = None,
 ) -> HeaderError:
     hint = None if prefix is None else sniff(bytes(prefix[:SNIFF_SIZE]))
     if hint is None and missing > 0:
         hint = truncation_hint(missing)
-    return HeaderError(kind, message, hint=hint)
+    return HeaderError(kind, message, hint=hint, needed=needed)

@@ -33,8 +33,11 @@ from safetensors_header import (
     _parser,
     read_header,
 )
+from safetensors_header._parser import canonical as canonical_reader
 
 ROOT = Path(__file__).resolve().parent.parent
+CANONICAL = _parser.reader("canonical").read
+COMPACT = _parser.reader("compact").read
 
 
 def text_of(data: bytes) -> str:
@@ -44,7 +47,7 @@ def text_of(data: bytes) -> str:
 def exact(text: str) -> object:
     """What the exact reader makes of a header text: its columns or its error kind."""
     try:
-        return _parser._validate_layout(_parser._exact_columns(text))
+        return _parser.exact(text)
     except HeaderError as error:
         return error.kind
 
@@ -52,18 +55,15 @@ def exact(text: str) -> object:
 def canonical(text: str) -> object:
     """The canonical reader's columns, both of its forms checked: where the compact form's
     reader (used on texts of 2 MiB and more) answers, the general one answers the same; and
-    each answers the same without its shortcut for offsets in order (`_chained_ends`)."""
-    found = _parser._canonical_columns(text)
-    compact = None if "\\" in text else _parser._compact_columns(text.rstrip(" \t\r\n"))
+    each answers the same without its shortcut for offsets in order (`chained_ends`)."""
+    found = CANONICAL(text)
+    compact = COMPACT(text)
     assert compact is None or compact == found, (text, compact, found)
-    shortcut = _parser._chained_ends
-    try:
-        _parser._chained_ends = lambda *arguments: None  # type: ignore[assignment]
-        assert _parser._canonical_columns(text) == found, text
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(canonical_reader, "chained_ends", lambda *arguments: None)
+        assert CANONICAL(text) == found, text
         if compact is not None:
-            assert _parser._compact_columns(text.rstrip(" \t\r\n")) == compact, text
-    finally:
-        _parser._chained_ends = shortcut
+            assert COMPACT(text) == compact, text
     return found
 
 
@@ -234,22 +234,24 @@ def test_the_compact_form_has_its_own_reader(metadata: dict[str, str] | None, nu
     if null:
         header = {"__metadata__": None, **header}
     text = json.dumps(header, separators=(",", ":"))
-    assert _parser._compact_columns(text) is not None
-    assert _parser._compact_columns(text) == exact(text)
+    assert COMPACT(text) is not None
+    assert COMPACT(text) == exact(text)
 
 
 def test_a_big_compact_header_is_read_by_the_compact_reader(monkeypatch: Any) -> None:
     header = checkpoint(25_000, metadata={"format": "pt"})
     text = json.dumps(header, separators=(",", ":"))
-    assert len(text) >= _parser._COMPACT_MIN
+    assert len(text) >= _parser.reader("compact").smallest
     seen = []
-    compact = _parser._compact_columns
+    compact = COMPACT
 
     def counted(text: str) -> object:
         seen.append(text)
         return compact(text)
 
-    monkeypatch.setattr(_parser, "_compact_columns", counted)
+    others = [reader for reader in _parser.READERS if reader.name != "compact"]
+    counting = _parser.Reader("compact", counted, smallest=_parser.reader("compact").smallest)  # type: ignore[arg-type]
+    monkeypatch.setattr(_parser, "READERS", (counting, *others))
     assert verdict(build(text, data_size(header))) == verdict(build(header, data_size(header)))
     assert seen  # and it answered: the split form would have agreed (test above)
     assert compact(text) == exact(text)
@@ -271,8 +273,8 @@ def test_canonical_reader_steps_aside_on_hostile_parts() -> None:
 
 
 def test_offsets_in_order_are_checked_by_writing_them() -> None:
-    """`_chained_ends` answers only for the exact text the sizes chain into, as JSON has it."""
-    ends, pieces, parts = _parser._chained_ends, _parser._PIECES, (":[", ']},":[', "]},")
+    """`chained_ends` answers only for the exact text the sizes chain into, as JSON has it."""
+    ends, pieces, parts = canonical_reader.chained_ends, ("", '"', ""), (":[", ']},":[', "]},")
     dtypes, counts = ["F32", "U8", "BF16"], [2, 0, 3]  # sizes 8, 0, 6
     assert ends(dtypes, counts, '0,8"8,8"8,14', pieces) == [8, 8, 14]
     assert ends(dtypes, counts, ':[0,8]},":[8,8]},":[8,14]},', parts) == [8, 8, 14]
@@ -374,7 +376,7 @@ def test_three_readers_and_the_reference_agree(document: str, data: st.DataObjec
     found = canonical(document)
     if found is not None:
         assert found == exact(document)
-    fast = _parser._fast_columns(document)
+    fast = _parser.reader("json").read(document)
     if fast is not None:
         assert fast == exact(document)
 

@@ -23,7 +23,18 @@ import pytest
 import safetensors_header
 
 PACKAGE = Path(safetensors_header.__file__).parent
-MODULES = sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+
+def _name(path: Path) -> str:
+    """A module's dotted name in the package: ``numpy``, ``_parser``, ``_parser.rules``."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+PATHS = {_name(path): path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts}
+MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
@@ -33,28 +44,46 @@ MEMBERS = [
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
 ]
 LAYERS = {module: rank for rank, names in enumerate(MEMBERS) for module in names}
+# A subpackage's modules are in its layer.
+LAYERS.update({module: LAYERS[module.split(".")[0]] for module in MODULES if "." in module})
+
+
+def _module(dotted: str) -> str:
+    """The package's module that a dotted name in it is (or is in): ``""`` is ``__init__``."""
+    parts = dotted.split(".") if dotted else []
+    while parts and ".".join(parts) not in PATHS:
+        parts.pop()  # a name in a module, not a module
+    return ".".join(parts) or "__init__"
 
 
 def imports(module: str) -> set[str]:
     """The package's modules that `module` imports, anywhere in its source."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    path = PATHS[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    # Where `.` is: the module's own package (the module itself, for a package's __init__).
+    if path.name != "__init__.py":
+        here = module.split(".")[:-1]
+    else:
+        here = [] if module == "__init__" else module.split(".")
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 0 and (node.module or "").startswith("safetensors_header"):
-                parts = (node.module or "").split(".")
-                found.add(parts[1] if len(parts) > 1 else "__init__")
-            elif node.level == 1:
-                if node.module:
-                    found.add(node.module.split(".")[0])
-                else:  # from . import x: a module, or a name of the package's entry
-                    for alias in node.names:
-                        found.add(alias.name if alias.name in MODULES else "__init__")
+            if node.level == 0:
+                name = node.module or ""
+                if name.split(".")[0] != "safetensors_header":
+                    continue
+                base = name.split(".")[1:]
+            else:
+                base = here[: len(here) - (node.level - 1)] + (
+                    node.module.split(".") if node.module else []
+                )
+            for alias in node.names:  # from . import x: x may be a module itself
+                found.add(_module(".".join([*base, alias.name])))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "safetensors_header":
-                    found.add(parts[1] if len(parts) > 1 else "__init__")
+                    found.add(_module(".".join(parts[1:])))
     found.discard(module)
     return found
 
@@ -102,7 +131,7 @@ def test_no_circle() -> None:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_each_module_says_its_layer(module: str) -> None:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse(PATHS[module].read_text(encoding="utf-8"))
     docstring = ast.get_docstring(tree) or ""
     assert f"Layer: {NAMES[LAYERS[module]]}" in docstring, (module, docstring[:300])
 

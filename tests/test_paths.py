@@ -9,6 +9,9 @@ from helpers import build, tensor
 from test_rules import RULE_CASES, Rule
 
 from safetensors_header import HeaderError, _parser, parse_header, read_header
+from safetensors_header._parser import columns
+
+JSON_READER = _parser.reader("json").read
 
 
 def outcome(data: bytes) -> object:
@@ -24,12 +27,19 @@ def test_every_rule_case_reads_the_same_on_every_path(
 ) -> None:
     data = rule.data
     usual = outcome(data)  # small headers: the json reader, then the exact one
-    monkeypatch.setattr(_parser, "_SMALL_TEXT", 0)  # the canonical reader first, at any size
+    readers = _parser.READERS
+    canonical, json = _parser.reader("canonical"), _parser.reader("json")
+    compact = _parser.Reader("compact", _parser.reader("compact").read)  # at any size
+    everywhere = _parser.Reader("canonical", canonical.read)  # the canonical reader first
+    monkeypatch.setattr(_parser, "READERS", (everywhere, json))
     assert outcome(data) == usual
-    monkeypatch.setattr(_parser, "_COMPACT_MIN", 0)  # its compact form's reader too
+    monkeypatch.setattr(_parser, "READERS", (compact, everywhere, json))
     assert outcome(data) == usual
-    monkeypatch.setattr(_parser, "_canonical_columns", lambda text: None)
-    monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
+    for one in readers:  # each fast reader alone (at any size), then the rule set
+        alone = _parser.Reader(one.name, one.read, uses_json=one.uses_json)
+        monkeypatch.setattr(_parser, "READERS", (alone,))
+        assert outcome(data) == usual
+    monkeypatch.setattr(_parser, "READERS", ())
     assert outcome(data) == usual  # the exact reader alone
 
 
@@ -43,7 +53,7 @@ CANONICAL = build(
 
 
 def test_fast_path_takes_a_canonical_header() -> None:
-    assert _parser._fast_columns(text_of(CANONICAL)) is not None
+    assert JSON_READER(text_of(CANONICAL)) is not None
 
 
 @pytest.mark.parametrize(
@@ -130,7 +140,7 @@ def test_fast_path_takes_a_canonical_header() -> None:
     ],
 )
 def test_fast_path_steps_aside(header: str) -> None:
-    assert _parser._fast_columns(header) is None
+    assert JSON_READER(header) is None
 
 
 def test_deep_nesting_beyond_pythons_recursion_limit() -> None:
@@ -178,14 +188,14 @@ def test_fast_path_takes_escaped_names(name: str) -> None:
         '{"__metadata__":{"note":"line\\none"},'
         f'"{name}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}'
     )
-    fast = _parser._fast_columns(text)
+    fast = JSON_READER(text)
     assert fast is not None
-    assert fast == _parser._validate_layout(_parser._exact_columns(text))
+    assert fast == _parser.exact(text)
 
 
 def test_fast_path_sorts_an_unsorted_valid_header() -> None:
     header = build({"y": tensor("U8", [1], 8, 9), "x": tensor("F32", [2], 0, 8)}, 9)
-    columns = _parser._fast_columns(text_of(header))
+    columns = JSON_READER(text_of(header))
     assert columns is not None
     assert columns[0] == ["x", "y"]
     assert columns[3:5] == ([0, 8], [8, 9])
@@ -194,7 +204,7 @@ def test_fast_path_sorts_an_unsorted_valid_header() -> None:
 @pytest.mark.parametrize("path", ["fast", "exact"])
 def test_one_object_per_dtype_and_shape(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if path == "exact":
-        monkeypatch.setattr(_parser, "_fast_columns", lambda text: None)
+        monkeypatch.setattr(_parser, "READERS", ())
     header = build({f"t{i}": tensor("F32", [2, 3], 24 * i, 24 * i + 24) for i in range(3)}, 72)
     infos = list(read_header(header).tensors.values())
     assert len({id(info.dtype) for info in infos}) == 1
@@ -211,13 +221,13 @@ def test_sorted_and_unsorted_headers_read_alike() -> None:
 @pytest.mark.parametrize("tail", ["", " ", " \t\r\n", " " * 63, " " * 64, " " * 65, "\n" * 5000])
 def test_whitespace_after_the_value_stays_on_the_fast_path(tail: str) -> None:
     text = text_of(CANONICAL).rstrip() + tail
-    assert _parser._fast_columns(text) == _parser._fast_columns(text.rstrip())
-    assert _parser._fast_columns(text) is not None
+    assert JSON_READER(text) == JSON_READER(text.rstrip())
+    assert JSON_READER(text) is not None
 
 
 def test_high_rank_shape_stays_on_the_fast_path() -> None:
     data = build({"x": tensor("U8", [1] * 40, 0, 1)}, 1)
-    assert _parser._fast_columns(text_of(data)) is not None
+    assert JSON_READER(text_of(data)) is not None
     assert read_header(data).tensors["x"].shape == (1,) * 40
 
 
@@ -227,7 +237,7 @@ def test_a_valid_layout_beyond_2_to_the_61_is_walked() -> None:
     big = 2**61 - 1
     header = {"a": tensor("U8", [big], 0, big), "b": tensor("U8", [10], big, big + 10)}
     prefix = build(header)
-    assert _parser._fast_columns(text_of(prefix)) is None
+    assert JSON_READER(text_of(prefix)) is None
     assert parse_header(prefix).data_size == big + 10
 
 
@@ -265,5 +275,5 @@ def test_the_depth_count_before_the_json_readers(levels: int, expected: str | No
 def test_element_counts_are_the_references_checked_product(
     shape: tuple[int, ...], count: int | None
 ) -> None:
-    counts = _parser._element_counts([(1,), shape])
+    counts = columns.element_counts([(1,), shape])
     assert counts == (None if count is None else {(1,): 1, shape: count})

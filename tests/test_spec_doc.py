@@ -140,7 +140,7 @@ def test_sections_named_by_the_table_exist(sections: list[Section]) -> None:
     assert {rule.section for rule in RULES} <= numbers
 
 
-_NAMED = re.compile(r"`(_?\w+)\.(\w+)`")
+_NAMED = re.compile(r"`(_?\w+(?:\.\w+)*)\.(\w+)`")  # `module.name`, `package.module.name`
 
 
 def test_every_implementing_function_exists(doc: str) -> None:
