@@ -22,8 +22,9 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, read_checkpoint
+    from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
-    from ._writer import encode_header, update_metadata, write_file
+    from ._writer import update_metadata, write_file
 
 # The audit, the checkpoint reader, the data path and the writer load on first use, so
 # that reading one header (and the command line's cold start) pays only for the core. The
@@ -39,7 +40,7 @@ _LAZY = {
     "open_file": "_fetch",
     "read_ranges": "_fetch",
     "read_tensor": "_fetch",
-    "encode_header": "_writer",
+    "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
 }

@@ -51,13 +51,15 @@ import sys
 import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
 import numpy as np
 
+from . import _replace
+from ._encode import encode_header
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
 from ._options import RETRIES, Options
 from ._parser import parse_header
 from ._sources import Source, kind_of
-from ._writer import _write_all, encode_header, write_file
+from ._writer import write_file
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -933,7 +935,7 @@ def _write(
             return header
         with store.open(path, "wb") as file:  # an fsspec filesystem
             for piece in pieces:
-                _write_all(file, piece)
+                _replace.write_all(file, piece)
         return header
     if not hasattr(destination, "write"):
         raise TypeError(
@@ -941,7 +943,7 @@ def _write(
             f"object, not {type(destination).__name__}"
         )
     for piece in pieces:
-        _write_all(destination, piece)  # type: ignore[arg-type]
+        _replace.write_all(destination, piece)  # type: ignore[arg-type]
     return header
 
 

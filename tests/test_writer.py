@@ -37,9 +37,18 @@ from helpers import (
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import safetensors_header._writer as writer_module
-from safetensors_header import DTYPE_BITS, MAX_HEADER_SIZE, HeaderError, parse_header, read_header
-from safetensors_header._writer import encode_header, update_metadata, write_file
+import safetensors_header._encode as encode_module
+import safetensors_header._replace as replace_module
+from safetensors_header import (
+    DTYPE_BITS,
+    MAX_HEADER_SIZE,
+    HeaderError,
+    encode_header,
+    parse_header,
+    read_header,
+    update_metadata,
+    write_file,
+)
 
 U64_MAX = 2**64 - 1
 DTYPES = tuple(DTYPE_BITS)
@@ -318,14 +327,14 @@ def test_buffers_are_streamed_not_copied(tmp_path: Path, monkeypatch: pytest.Mon
     big = np.arange(1000, dtype=np.int64)
     small = b"xyz"
     calls: list[tuple[object, int]] = []
-    real = writer_module._write_all
+    real = replace_module.write_all
 
     def spy(file: Any, data: Any) -> None:
         view = memoryview(data)
         calls.append((view.obj, view.nbytes))
         real(file, data)
 
-    monkeypatch.setattr(writer_module, "_write_all", spy)
+    monkeypatch.setattr(replace_module, "write_all", spy)
     header = write_file(
         tmp_path / "f.safetensors", {"b": ("U8", [3], small), "a": ("I64", [1000], big)}
     )
@@ -406,8 +415,8 @@ def test_encode_header_rejects_what_no_reader_opens(
 
 
 def test_header_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert writer_module._MAX_HEADER_SIZE == MAX_HEADER_SIZE == 10**8  # the reference's limit
-    monkeypatch.setattr(writer_module, "_MAX_HEADER_SIZE", 64)
+    assert encode_module._MAX_HEADER_SIZE == MAX_HEADER_SIZE == 10**8  # the reference's limit
+    monkeypatch.setattr(encode_module, "_MAX_HEADER_SIZE", 64)
     encode_header({}, metadata={"k": "v" * 39})  # 64 bytes: fits
     with pytest.raises(HeaderError, match="would be 72 bytes, above the limit of 64") as caught:
         encode_header({}, metadata={"k": "v" * 40})
@@ -519,8 +528,8 @@ def test_a_bad_size_writes_nothing(tmp_path: Path, tensors: Tensors, kind: str, 
 
 
 def _failing_write(after: int, error: BaseException) -> Callable[[Any, Any], None]:
-    """A `_write_all` that works `after` times, then writes half and raises once, then works."""
-    real = writer_module._write_all
+    """A `write_all` that works `after` times, then writes half and raises once, then works."""
+    real = replace_module.write_all
     count = 0
 
     def write(file: Any, data: Any) -> None:
@@ -543,7 +552,7 @@ def test_an_interrupted_write_file_leaves_the_old_file(
 ) -> None:
     path = tmp_path / "model.safetensors"
     path.write_bytes(b"old")
-    monkeypatch.setattr(writer_module, "_write_all", _failing_write(after, error))
+    monkeypatch.setattr(replace_module, "write_all", _failing_write(after, error))
     with pytest.raises(type(error)):
         write_file(path, {"a": ("U8", [4], b"abcd"), "b": ("F32", [1], b"\0" * 4)})
     assert path.read_bytes() == b"old"
@@ -676,7 +685,7 @@ def test_update_metadata_with_the_same_metadata_writes_nothing(
     def no_write(*args: object) -> None:
         raise AssertionError("wrote")
 
-    monkeypatch.setattr(writer_module, "_write_all", no_write)
+    monkeypatch.setattr(replace_module, "write_all", no_write)
     assert update_metadata(path, {"format": "pt"}).metadata == {"format": "pt"}
     assert path.read_bytes() == before
 
@@ -740,7 +749,7 @@ def test_update_metadata_refuses_bad_metadata(
         update_metadata(path, {"k": 1})  # type: ignore[dict-item]
     with pytest.raises(HeaderError, match="lone surrogate"):
         update_metadata(path, {"k": "\ud800"})
-    monkeypatch.setattr(writer_module, "_MAX_HEADER_SIZE", 512)
+    monkeypatch.setattr(encode_module, "_MAX_HEADER_SIZE", 512)
     with pytest.raises(HeaderError) as caught:
         update_metadata(path, {"k": "v" * 1000})
     assert caught.value.kind == "HeaderTooLarge"
@@ -754,7 +763,7 @@ def test_update_metadata_in_place_puts_the_old_header_back_on_failure(
     path = tmp_path / "model.safetensors"
     tensors = _reference_file(path, {"format": "pt"})
     before = path.read_bytes()
-    monkeypatch.setattr(writer_module, "_write_all", _failing_write(0, OSError(5, "I/O error")))
+    monkeypatch.setattr(replace_module, "write_all", _failing_write(0, OSError(5, "I/O error")))
     with pytest.raises(OSError, match="I/O error"):
         update_metadata(path, {"format": "np"}, in_place=True)
     assert path.read_bytes() == before  # the half-written header was undone
@@ -769,13 +778,13 @@ def test_update_metadata_in_place_when_even_the_undo_fails(
     _reference_file(path, {"format": "pt"})
     first, second = OSError(5, "first"), OSError(5, "second")
     errors = iter([first, second])
-    real = writer_module._write_all
+    real = replace_module.write_all
 
     def write(file: Any, data: Any) -> None:
         real(file, bytes(memoryview(data).cast("B")[:10]))
         raise next(errors)
 
-    monkeypatch.setattr(writer_module, "_write_all", write)
+    monkeypatch.setattr(replace_module, "write_all", write)
     with pytest.raises(OSError, match="first"):
         update_metadata(path, {"format": "np"}, in_place=True)
     # The marker stayed: the file says it is torn rather than being read half old, half new.
@@ -805,13 +814,13 @@ def test_update_metadata_in_place_cut_at_any_sector(
     tensors = _reference_file(path, {"format": "p" * 3000})
     original = path.read_bytes()
     writes: list[tuple[int, bytes]] = []
-    real = writer_module._write_all
+    real = replace_module.write_all
 
     def record(file: Any, data: Any) -> None:
         writes.append((file.tell(), bytes(memoryview(data).cast("B"))))
         real(file, data)
 
-    monkeypatch.setattr(writer_module, "_write_all", record)
+    monkeypatch.setattr(replace_module, "write_all", record)
     update_metadata(path, new, in_place=True)
     monkeypatch.undo()
     assert [offset for offset, _ in writes] == [0, 8, 0]  # the marker, the header, the prefix
@@ -850,9 +859,9 @@ def test_update_metadata_rewrite_leaves_the_original_on_failure(
     path = tmp_path / "model.safetensors"
     _reference_file(path, {"format": "pt"})
     before = path.read_bytes()
-    monkeypatch.setattr(writer_module, "_COPY_CHUNK", 5)
+    monkeypatch.setattr(replace_module, "_COPY_CHUNK", 5)
     # The header, then two chunks of data, then the next write fails half-way.
-    monkeypatch.setattr(writer_module, "_write_all", _failing_write(3, KeyboardInterrupt()))
+    monkeypatch.setattr(replace_module, "write_all", _failing_write(3, KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         update_metadata(path, {"format": "x" * 60})
     assert path.read_bytes() == before
@@ -864,7 +873,7 @@ def test_update_metadata_copies_the_data_in_chunks(
 ) -> None:
     path = tmp_path / "model.safetensors"
     tensors = _reference_file(path, None)
-    monkeypatch.setattr(writer_module, "_COPY_CHUNK", 7)
+    monkeypatch.setattr(replace_module, "_COPY_CHUNK", 7)
     update_metadata(path, {"note": "x" * 50})
     assert path.read_bytes() == reference_bytes(tensors, {"note": "x" * 50})
 
@@ -925,17 +934,17 @@ class _Trickle(io.RawIOBase):
 
 def test_write_all_finishes_short_writes() -> None:
     file = _Trickle(3)
-    writer_module._write_all(file, memoryview(np.arange(5, dtype=np.int16)))  # type: ignore[arg-type]
+    replace_module.write_all(file, memoryview(np.arange(5, dtype=np.int16)))  # type: ignore[arg-type]
     assert bytes(file.out) == np.arange(5, dtype=np.int16).tobytes()
 
 
 def test_write_all_gives_up_when_nothing_is_written() -> None:
     with pytest.raises(OSError, match="the write stopped after 0 of 4 bytes"):
-        writer_module._write_all(_Trickle(0), b"abcd")  # type: ignore[arg-type]
+        replace_module.write_all(_Trickle(0), b"abcd")  # type: ignore[arg-type]
 
 
 def test_a_file_truncated_while_copying() -> None:
-    chunks: Iterator[bytes] = writer_module._chunks(io.BytesIO(b"abc"), 5)  # type: ignore[arg-type]
+    chunks: Iterator[bytes] = replace_module.read_chunks(io.BytesIO(b"abc"), 5)  # type: ignore[arg-type]
     assert next(chunks) == b"abc"
     with pytest.raises(HeaderError, match="ended 2 bytes early") as caught:
         next(chunks)
@@ -1056,7 +1065,7 @@ def test_a_killed_update_never_leaves_a_mixed_header(
 
 
 def _ours(base: str) -> str:
-    return writer_module._temporary_name(base)
+    return replace_module.temporary_name(base)
 
 
 def _stale(directory: Path, name: str, content: bytes = b"half a file") -> Path:
