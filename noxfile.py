@@ -136,7 +136,7 @@ def tests(session: nox.Session) -> None:
             "-m",
             "coverage",
             "report",
-            "--include=safetensors_header/_cli.py",
+            "--include=safetensors_header/_cli/*",
             "--fail-under=90",
         )
     else:

@@ -95,7 +95,7 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 # The public classes say where users find them (help(), reprs, pickles by reference); the
-# lazily loaded ones (Checkpoint, Finding) say it in their own modules.
-for _public in (Dtype, DtypeTotal, Header, HeaderError, RemoteError, TensorInfo, TensorTable):
+# records (`_record.frozen_record`) and the lazily loaded classes say it themselves.
+for _public in (Dtype, HeaderError, RemoteError, TensorTable):
     _public.__module__ = __name__
 del _public

@@ -6,13 +6,13 @@ Layer: core (sans-IO).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
 from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, TENSOR_FIELDS
 from ._header import Header
 from ._parser import JsonObject, decode_pairs, parse_header
+from ._record import frozen_record, set_fields
 
 __all__ = ["FINDING_KINDS", "Finding", "audit_header"]
 
@@ -38,7 +38,7 @@ FINDING_KINDS: Final = MappingProxyType(
 _SHOWN_MESSAGE: Final = 80  # characters of a message a repr shows
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@frozen_record()
 class Finding:
     """One thing the strict audit (or a checkpoint's consistency check) reports.
 
@@ -49,19 +49,20 @@ class Finding:
         tensor: The tensor concerned, where there is one, else ``None``.
     """
 
+    __slots__ = ("kind", "message", "tensor")
+
     kind: str
     message: str
-    tensor: str | None = None
+    tensor: str | None
+
+    def __init__(self, kind: str, message: str, tensor: str | None = None) -> None:
+        set_fields(self, Finding, (kind, message, tensor))
 
     def __repr__(self) -> str:
         message = self.message
         if len(message) > _SHOWN_MESSAGE:
             message = message[: _SHOWN_MESSAGE - 3] + "..."
         return f"<Finding {self.kind}: {message}>"
-
-
-# Where users find it (help(), reprs, pickles by reference): the package's top level.
-Finding.__module__ = __name__.rpartition(".")[0]
 
 
 def audit_header(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
 
@@ -24,7 +23,11 @@ from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
 from ._local import PathFile, mode_kind
 from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
 from ._rangefile import header_of, map_parallel
+from ._record import frozen_record, set_fields
 from ._sources import kind_of, open_source
+
+__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
+__all__ += ["by_dtype", "read_checkpoint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -33,9 +36,6 @@ if TYPE_CHECKING:
 
     from ._audit import Finding
     from ._rangefile import RangeFile
-
-__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
-__all__ += ["by_dtype", "read_checkpoint"]
 
 #: Index file names looked for in a directory, in this order.
 INDEX_NAMES: Final = (
@@ -50,9 +50,10 @@ SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors
 # million tensors, ten times the largest checkpoints published; an endless or hostile index
 # costs at most that much reading (and twice that much memory) before it is refused.
 _MAX_INDEX_SIZE: Final = 100_000_000
+_NO_SHARDS: Final[Mapping[str, SafetensorsFile]] = MappingProxyType({})
 # Opening a shard: O_NONBLOCK so that a FIFO does not wait for a writer (it is then refused as
 # not a regular file); O_NOFOLLOW on the resolved path, which has no links left to follow.
-_OPEN_FLAGS: Final = (
+_SHARD_OPEN_FLAGS: Final = (
     os.O_RDONLY
     | getattr(os, "O_BINARY", 0)
     | getattr(os, "O_CLOEXEC", 0)
@@ -61,7 +62,7 @@ _OPEN_FLAGS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@frozen_record(uncompared=("shards",))
 class Checkpoint:
     """A checkpoint of one or more safetensors files, checked for consistency.
 
@@ -80,14 +81,26 @@ class Checkpoint:
             be the file whose header was read. Not compared by ``==``.
     """
 
+    __slots__ = ("files", "weight_map", "metadata", "tensors", "problems", "shards")  # noqa: RUF023
+
     files: Mapping[str, Header]
     weight_map: Mapping[str, str]
     metadata: Mapping[str, Any] | None
     tensors: Mapping[str, TensorInfo]
     problems: tuple[Finding, ...]
-    shards: Mapping[str, SafetensorsFile] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False, hash=False
-    )
+    shards: Mapping[str, SafetensorsFile]
+
+    def __init__(  # noqa: PLR0917 - the fields, in order
+        self,
+        files: Mapping[str, Header],
+        weight_map: Mapping[str, str],
+        metadata: Mapping[str, Any] | None,
+        tensors: Mapping[str, TensorInfo],
+        problems: tuple[Finding, ...],
+        shards: Mapping[str, SafetensorsFile] = _NO_SHARDS,
+    ) -> None:
+        fields = (files, weight_map, metadata, tensors, problems, shards)
+        set_fields(self, Checkpoint, fields)
 
     @property
     def numel(self) -> int:
@@ -144,10 +157,6 @@ def _frozen_checkpoint(  # noqa: PLR0917 - the fields, in order
         problems=problems,
         shards=MappingProxyType(shards or {}),
     )
-
-
-# Where users find it (help(), reprs, pickles by reference): the package's top level.
-Checkpoint.__module__ = __name__.rpartition(".")[0]
 
 
 def read_checkpoint(
@@ -213,14 +222,7 @@ def read_checkpoint(
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
             for HTTP, network and object-store failures.
     """
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        first_read=first_read,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-    )
+    options = Options.of(locals())
     clock = options.clock()  # one deadline for the index and every shard
     options = options.replace(timeout=None)
     kind = kind_of(source)
@@ -375,7 +377,11 @@ def _local_file(
         )
     # Named as the index names it, not as resolved (the resolved path is an internal).
     return PathFile(
-        real, options, shown=str(path), flags=_OPEN_FLAGS, refuse=partial(_refuse, where, name)
+        real,
+        options,
+        shown=str(path),
+        flags=_SHARD_OPEN_FLAGS,
+        refuse=partial(_refuse, where, name),
     )
 
 

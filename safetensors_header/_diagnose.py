@@ -9,11 +9,11 @@ error there is. The kind stays the reference's; these hints ride along with it.
 
 from __future__ import annotations
 
+__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "sniff", "truncation_hint"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final
-
-__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "sniff", "truncation_hint"]
 
 SNIFF_SIZE: Final = 64  # bytes from the start of the file that `sniff` looks at
 

@@ -5,11 +5,11 @@ Layer: core (sans-IO).
 
 from __future__ import annotations
 
+__all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError", "RemoteError"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Any, Final
-
-__all__ = ["KINDS", "REFERENCE_KINDS", "HeaderError", "RemoteError"]
 
 # The reference's `SafeTensorError` variants that reading a header can produce, in the order in
 # which its checks run (docs/format.md §1.2).

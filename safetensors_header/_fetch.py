@@ -22,6 +22,8 @@ from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, O
 from ._rangefile import allocate, changed, header_of
 from ._sources import kind_of, open_source
 
+__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_ranges", "read_tensor"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import mmap
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
     from ._header import Header, TensorInfo
     from ._rangefile import RangeFile
     from ._sources import Source
-
-__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_ranges", "read_tensor"]
 
 
 class SafetensorsFile:
@@ -165,15 +165,7 @@ def open_file(
     Raises:
         As `read_header`.
     """
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        first_read=first_read,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-        part_size=part_size,
-    )
+    options = Options.of(locals())
     file = open_source(source, options.replace(timeout=None))
     header = header_of(file, max_header_size, options.clock())
     if hasattr(file, "close"):
@@ -306,15 +298,7 @@ def read_ranges(
     """
     if isinstance(source, SafetensorsFile):
         return source.read_ranges(ranges, gap=gap, into=into, timeout=timeout)
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-        part_size=part_size,
-        gap=gap,
-    )
+    options = Options.of(locals())
     wanted = [_checked(item) for item in ranges]
     buffers = None if into is None else _buffers(into, wanted)
     if not any(length for _, length in wanted):
@@ -363,15 +347,7 @@ def read_tensor(
         As `read_ranges`; KeyError for a name that is not there; IndexError, TypeError and
         ValueError for a key, as `TensorInfo.byte_ranges`.
     """
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-        part_size=part_size,
-        gap=gap,
-    )
+    options = Options.of(locals())
     shards = getattr(source, "shards", None)
     if shards is not None:  # a Checkpoint
         name = tensor if isinstance(tensor, str) else tensor.name

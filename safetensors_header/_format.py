@@ -17,6 +17,10 @@ from types import MappingProxyType
 from ._diagnose import SNIFF_SIZE, sniff, truncation_hint
 from ._errors import HeaderError
 
+__all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
+__all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]
+__all__ += ["header_end", "header_past_the_end", "header_too_large", "header_too_small"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,10 +28,6 @@ if TYPE_CHECKING:
 
     #: What the sans-IO functions read: any buffer of bytes (an mmap too).
     Buffer: TypeAlias = bytes | bytearray | memoryview
-
-__all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
-__all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]
-__all__ += ["header_end", "header_past_the_end", "header_too_large", "header_too_small"]
 
 HEADER_LENGTH_SIZE: Final = 8  # the little-endian u64 N that opens every file (§1.1)
 MAX_HEADER_SIZE: Final = 100_000_000  # the reference's MAX_HEADER_SIZE, inclusive (§1.4)

@@ -27,6 +27,8 @@ from typing import SupportsIndex
 
 from ._format import DTYPE_BITS
 
+__all__ = ["auto_chunk_shape", "byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
         @property
         def start(self) -> int: ...
 
-
-__all__ = ["auto_chunk_shape", "byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks"]
 
 # The divisor search tries at most this many candidates per axis. Dimensions of real files are
 # far below 2**40, where the search always ends sooner; past it (a header that claims a huge

@@ -7,20 +7,19 @@ from __future__ import annotations
 
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from functools import reduce
-from operator import attrgetter, mul
+from operator import mul
 from types import MappingProxyType
 
 from ._format import HEADER_LENGTH_SIZE
+from ._record import frozen_record, set_fields
+
+__all__ = ["DtypeTotal", "Header", "TensorInfo", "TensorTable", "by_dtype", "make_header"]
+__all__ += ["shown_shape"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, KeysView, Sequence
-    from typing import Final, TypeVar
-
-    _R = TypeVar("_R", bound=type)
-
-__all__ = ["DtypeTotal", "Header", "TensorInfo", "TensorTable", "by_dtype", "frozen_record"]
-__all__ += ["make_header", "shown_shape"]
+    from typing import Final
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
 _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
@@ -29,92 +28,7 @@ _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
 _SCANS: Final = 8
 
 
-def frozen_record(cls: _R) -> _R:
-    """Make `cls` a frozen dataclass without importing `dataclasses` (a tenth of the import).
-
-    `cls` lists its fields, in order, as ``__slots__`` (annotated) and has its own ``__init__``
-    (which sets them with `_set_fields`). Added here, as ``dataclass(frozen=True)``
-    would add them: ``__eq__`` and ``__hash__`` over the fields, ``__match_args__``,
-    ``__replace__``, an ``__setattr__`` and ``__delattr__`` that raise
-    ``dataclasses.FrozenInstanceError``; and the dataclass metadata, made by `dataclasses`
-    the first time anything asks for it, so that ``dataclasses.is_dataclass``, ``fields``,
-    ``replace`` and ``asdict`` treat it as the dataclass it is.
-    """
-    names: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    values = attrgetter(*names)
-
-    def __eq__(self: object, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return bool(values(self) == values(other))
-        return NotImplemented
-
-    def __hash__(self: object) -> int:
-        return hash(values(self))
-
-    def __replace__(self: object, /, **changes: object) -> object:
-        import dataclasses
-
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-
-    cls.__eq__ = __eq__  # type: ignore[assignment]
-    cls.__hash__ = __hash__  # type: ignore[assignment]
-    cls.__replace__ = __replace__  # type: ignore[attr-defined]
-    cls.__setattr__ = _refuse_assignment  # type: ignore[assignment]
-    cls.__delattr__ = _refuse_deletion  # type: ignore[assignment]
-    cls.__match_args__ = names  # type: ignore[attr-defined,misc]
-    for attribute in _METADATA:
-        setattr(cls, attribute, _DataclassMetadata(cls, attribute))
-    return cls
-
-
-def _set_fields(record: object, cls: type, values: tuple[object, ...]) -> None:
-    """A record's ``__init__``: `cls`'s fields (its ``__slots__``, in order) from `values`.
-
-    (`cls`, not the record's type: a subclass may add slots of its own.)
-    """
-    for field, value in zip(cls.__slots__, values, strict=True):  # type: ignore[attr-defined]
-        object.__setattr__(record, field, value)
-
-
-def _refuse_assignment(self: object, name: str, value: object) -> None:
-    from dataclasses import FrozenInstanceError  # only on this error
-
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-
-def _refuse_deletion(self: object, name: str) -> None:
-    from dataclasses import FrozenInstanceError
-
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-_METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
-
-
-class _DataclassMetadata:
-    """A record class's ``__dataclass_fields__`` or ``__dataclass_params__`` until read; then
-    those of the dataclass it would have been, made by `dataclasses`, take their place (a
-    subclass inherits them, as a dataclass's does)."""
-
-    def __init__(self, record: type, attribute: str) -> None:
-        self._record, self._attribute = record, attribute
-
-    def __get__(self, instance: object, owner: type) -> object:
-        import dataclasses
-
-        record = self._record
-        slots: tuple[str, ...] = record.__slots__  # type: ignore[attr-defined]
-        fields = [(name, record.__annotations__[name]) for name in slots]
-        # As @dataclass(frozen=True, slots=True, repr=False) would have made it.
-        twin = dataclasses.make_dataclass(
-            record.__name__, fields, frozen=True, slots=True, repr=False
-        )
-        for attribute in _METADATA:
-            type.__setattr__(record, attribute, getattr(twin, attribute))
-        return getattr(owner, self._attribute)
-
-
-@frozen_record
+@frozen_record()
 class TensorInfo:
     """One tensor's entry in the header, with its place in the file.
 
@@ -141,7 +55,7 @@ class TensorInfo:
     def __init__(  # noqa: PLR0917 - the fields, in order
         self, name: str, dtype: str, shape: tuple[int, ...], start: int, end: int, data_start: int
     ) -> None:
-        _set_fields(self, TensorInfo, (name, dtype, shape, start, end, data_start))
+        set_fields(self, TensorInfo, (name, dtype, shape, start, end, data_start))
 
     @property
     def data_offsets(self) -> tuple[int, int]:
@@ -193,13 +107,6 @@ class TensorInfo:
         return (
             f"<TensorInfo {_shown_name(self.name)} {self.dtype} {shown_shape(self.shape)}, "
             f"bytes {self.start:,}..{self.end:,}>"
-        )
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Explicit, so that pickling works on Python 3.10 too (frozen + slots).
-        return (
-            TensorInfo,
-            (self.name, self.dtype, self.shape, self.start, self.end, self.data_start),
         )
 
 
@@ -401,7 +308,7 @@ class _Items(ItemsView[str, TensorInfo]):
         return zip(self._mapping._names, _infos(self), strict=True)
 
 
-@frozen_record
+@frozen_record()
 class Header:
     """A validated safetensors header.
 
@@ -433,7 +340,7 @@ class Header:
         data_size: int,
         file_size: int | None,
     ) -> None:
-        _set_fields(self, Header, (tensors, metadata, header_size, data_size, file_size))
+        set_fields(self, Header, (tensors, metadata, header_size, data_size, file_size))
 
     @property
     def data_start(self) -> int:
@@ -510,7 +417,7 @@ def shown_shape(shape: tuple[int, ...]) -> str:
     return f"[{', '.join(map(str, shape))}]"
 
 
-@frozen_record
+@frozen_record()
 class DtypeTotal:
     """The tensors of one dtype: how many, their elements (`numel`) and bytes (`nbytes`)."""
 
@@ -521,16 +428,13 @@ class DtypeTotal:
     nbytes: int
 
     def __init__(self, tensors: int, numel: int, nbytes: int) -> None:
-        _set_fields(self, DtypeTotal, (tensors, numel, nbytes))
+        set_fields(self, DtypeTotal, (tensors, numel, nbytes))
 
     def __repr__(self) -> str:
         return (
             f"<DtypeTotal {self.tensors:,} tensor{'' if self.tensors == 1 else 's'}, "
             f"numel={self.numel:,}, nbytes={self.nbytes:,}>"
         )
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (DtypeTotal, (self.tensors, self.numel, self.nbytes))
 
 
 def by_dtype(tensors: Iterable[TensorInfo], /) -> dict[str, DtypeTotal]:

@@ -49,15 +49,7 @@ from urllib.parse import urlsplit
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP, Clock
-from ._rangefile import (
-    RangeFile,
-    Restart,
-    ShortRead,
-    parts,
-    redact,
-    run_parallel,
-    url_sibling,
-)
+from ._rangefile import RangeFile, Restart, ShortRead, parts, redact, run_parallel, url_sibling
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -87,13 +79,13 @@ SAFE_ACROSS_ORIGINS: Final = frozenset({"accept", "accept-language", "user-agent
 _RANGE_HEADERS: Final = frozenset({"range", "if-range"})  # always ours
 # A byte count: decimal digits, ASCII only (str.isdigit() is true for "²", which int()
 # refuses), and at most 19 of them (a u64 has 20; int() refuses over 4,300 digits).
-_NUMBER: Final = "[0-9]{1,19}"
-_LENGTH: Final = re.compile(_NUMBER)
+_DECIMAL: Final = "[0-9]{1,19}"
+_CONTENT_LENGTH: Final = re.compile(_DECIMAL)
 # Range units are case-insensitive (RFC 9110, section 14.1).
 _CONTENT_RANGE: Final = re.compile(
-    rf"bytes[ \t]+({_NUMBER})-({_NUMBER})/({_NUMBER}|\*)", re.ASCII | re.IGNORECASE
+    rf"bytes[ \t]+({_DECIMAL})-({_DECIMAL})/({_DECIMAL}|\*)", re.ASCII | re.IGNORECASE
 )
-_UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_NUMBER})", re.ASCII | re.IGNORECASE)
+_UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_DECIMAL})", re.ASCII | re.IGNORECASE)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _PERMANENT_5XX: Final = frozenset({501, 505})  # Not Implemented, Version Not Supported
 _HINTS: Final = {
@@ -522,14 +514,14 @@ class _Client:
         # through as chunk-size lines and a gzip stream.
         if codings and coding != "chunked":
             raise RemoteError(
-                f"{self.where()} sent the body in the transfer coding {_shown(coding)}: only "
+                f"{self.where()} sent the body in the transfer coding {_quoted(coding)}: only "
                 "a plain body or a lone 'chunked' is the file's bytes",
                 url=self.shown,
             )
         kind = response.headers.get("Content-Type", "").strip().lower()
         if kind.startswith("multipart/"):
             raise RemoteError(
-                f"{self.where()} sent a {_shown(kind.split(';')[0])} reply: its parts come in "
+                f"{self.where()} sent a {_quoted(kind.split(';')[0])} reply: its parts come in "
                 "an envelope of boundaries and headers, not as the file's bytes (one range a "
                 "request is asked for)",
                 url=self.shown,
@@ -547,7 +539,7 @@ class _Client:
         match = _CONTENT_RANGE.fullmatch(value.strip()) if value else None
         if match is None:
             raise RemoteError(
-                f"{self.where()} answered 206 without a usable Content-Range ({_shown(value)})",
+                f"{self.where()} answered 206 without a usable Content-Range ({_quoted(value)})",
                 url=self.shown,
             )
         first, last = int(match[1]), int(match[2])
@@ -561,7 +553,7 @@ class _Client:
         if first != start or last != expected:
             raise RemoteError(
                 f"{self.where()} answered Range bytes={start}-{stop - 1} with Content-Range "
-                f"{_shown(value)}; expected bytes {start}-{expected}/"
+                f"{_quoted(value)}; expected bytes {start}-{expected}/"
                 f"{'*' if size is None else size}",
                 url=self.shown,
             )
@@ -570,7 +562,7 @@ class _Client:
         if length is not None and length != count:
             raise RemoteError(
                 f"{self.where()} sent Content-Length {length} with Content-Range "
-                f"{_shown(value)} ({count} bytes)",
+                f"{_quoted(value)} ({count} bytes)",
                 url=self.shown,
             )
         self._identify(response, size, ranged=True)
@@ -657,7 +649,7 @@ class _Client:
                 elif size != file.size:
                     raise self._changed(f"its size was {file.size:,} bytes", size)
             if file.etag is not None and etag is not None and etag != file.etag:
-                raise self._changed(f"its ETag was {_shown(file.etag)}", _shown(etag))
+                raise self._changed(f"its ETag was {_quoted(file.etag)}", _quoted(etag))
             if (
                 file.etag is None
                 and etag is None
@@ -665,7 +657,7 @@ class _Client:
                 and (modified is not None and modified != file.modified)
             ):
                 raise self._changed(
-                    f"it was last modified {_shown(file.modified)}", _shown(modified)
+                    f"it was last modified {_quoted(file.modified)}", _quoted(modified)
                 )
 
     def _changed(self, was: str, now: object) -> RemoteError:
@@ -713,9 +705,9 @@ class _Client:
         value = response.headers.get("Content-Length")
         if value is None:
             return None
-        if _LENGTH.fullmatch(value.strip()) is None:
+        if _CONTENT_LENGTH.fullmatch(value.strip()) is None:
             raise RemoteError(
-                f"{self.where()} sent an unusable Content-Length ({_shown(value)}): not a "
+                f"{self.where()} sent an unusable Content-Length ({_quoted(value)}): not a "
                 "decimal byte count of at most 19 digits",
                 url=self.shown,
             )
@@ -864,7 +856,7 @@ def _plain(text: str, limit: int = 100) -> str:
     return text if text.isascii() and text.isprintable() else ascii(text)[1:-1]
 
 
-def _shown(text: str | None, limit: int = 100) -> str:
+def _quoted(text: str | None, limit: int = 100) -> str:
     """Text from a server, for a message: quoted and escaped, and cut to `limit` characters."""
     if text is None:
         return "None"
@@ -917,10 +909,10 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
                     scheme = urlsplit(target).scheme.lower()
                     _ = urlsplit(target).port  # a bad port is a ValueError here
                 except ValueError:
-                    problem = f"a malformed URL ({_shown(location)})"
+                    problem = f"a malformed URL ({_quoted(location)})"
                 else:
                     if scheme not in ("http", "https"):
-                        problem = f"a {_shown(scheme)} URL: only http and https are followed"
+                        problem = f"a {_quoted(scheme)} URL: only http and https are followed"
                 if problem is not None:
                     fp.close()
                     raise RemoteError(
@@ -993,14 +985,17 @@ def _timed_handlers() -> tuple[
 
         return TimedConnection
 
-    http_connection = timed(http.client.HTTPConnection)
-
-    class TimedHTTPHandler(urllib.request.HTTPHandler):
-        connection = http_connection
+    class Clocked:
+        """A handler made for one call's clock."""
 
         def __init__(self, clock: Clock) -> None:
             super().__init__()
             self.clock = clock
+
+    http_connection = timed(http.client.HTTPConnection)
+
+    class TimedHTTPHandler(Clocked, urllib.request.HTTPHandler):
+        connection = http_connection
 
         def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(functools.partial(http_connection, clock=self.clock), req)
@@ -1009,12 +1004,8 @@ def _timed_handlers() -> tuple[
         return TimedHTTPHandler, None
     https_connection = timed(http.client.HTTPSConnection)
 
-    class TimedHTTPSHandler(urllib.request.HTTPSHandler):
+    class TimedHTTPSHandler(Clocked, urllib.request.HTTPSHandler):
         connection = https_connection
-
-        def __init__(self, clock: Clock) -> None:
-            super().__init__()
-            self.clock = clock
 
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             options: dict[str, object] = {"context": self._context}  # type: ignore[attr-defined]

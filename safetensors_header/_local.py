@@ -28,6 +28,9 @@ from ._rangefile import (
     run_parallel,
 )
 
+__all__ = ["BufferFile", "PathFile", "StreamFile", "header_at", "mode_kind", "read_at_most"]
+__all__ += ["read_path"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -36,9 +39,6 @@ if TYPE_CHECKING:
     from ._header import Header
     from ._options import Clock, Options
     from ._rangefile import Read
-
-__all__ = ["BufferFile", "PathFile", "StreamFile", "header_at", "mode_kind", "read_at_most"]
-__all__ += ["read_path"]
 
 #: Bytes of a regular file read at once: most headers in one system call.
 FILE_FIRST_READ: Final = 16 * 1024

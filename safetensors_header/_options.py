@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 
+__all__ = ["FIRST_READ", "LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "RETRIES", "TIMEOUT"]
+__all__ += ["WORKERS", "Clock", "Options"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Final
-
-__all__ = ["FIRST_READ", "LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "RETRIES", "TIMEOUT"]
-__all__ += ["WORKERS", "Clock", "Options"]
 
 #: Bytes asked for by the first request of a URL or an object. 97 % of the top-1000 models on
 #: the Hugging Face Hub have N < 100 KB (82 % < 25 KB); 128 KiB covers every header up to
@@ -112,6 +112,12 @@ class Options:
         self.max_workers = max_workers
         self.part_size = part_size
         self.gap = gap
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> Options:
+        """The options among a public function's arguments, by name: ``Options.of(locals())``
+        as the function's first statement (before any other local is bound)."""
+        return cls(**{name: arguments[name] for name in cls.__slots__ if name in arguments})
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some options changed (and checked)."""

@@ -24,6 +24,10 @@ from ._format import bytes_needed
 from ._options import LOCAL_GAP
 from ._parser import parse_header
 
+__all__ = ["RangeFile", "Restart", "ShortRead", "allocate", "changed", "check_known_end"]
+__all__ += ["cut_out", "header_of", "is_url", "joined", "map_parallel", "parts"]
+__all__ += ["past_the_end", "redact", "run_parallel", "url_scheme", "url_sibling"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,10 +43,6 @@ if TYPE_CHECKING:
     #: One request: ``[start, stop)`` of the file, its bytes landing in the segments (sorted,
     #: disjoint, inside the span); bytes between the segments are read and dropped.
     Read: TypeAlias = tuple[int, int, list[Segment]]
-
-__all__ = ["RangeFile", "Restart", "ShortRead", "allocate", "changed", "check_known_end"]
-__all__ += ["cut_out", "header_of", "is_url", "joined", "map_parallel", "parts"]
-__all__ += ["past_the_end", "redact", "run_parallel", "url_scheme", "url_sibling"]
 
 # A URL's scheme (RFC 3986), of two letters or more: ``C://x`` is a Windows path.
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")

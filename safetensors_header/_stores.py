@@ -27,13 +27,9 @@ import posixpath
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP
-from ._rangefile import (
-    RangeFile,
-    ShortRead,
-    check_known_end,
-    parts,
-    redact,
-)
+from ._rangefile import RangeFile, ShortRead, check_known_end, parts, redact
+
+__all__ = ["FsspecFile", "StoreFile", "is_pair", "store_file"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -45,8 +41,6 @@ if TYPE_CHECKING:
     from ._rangefile import Read
 
     _Result = TypeVar("_Result")
-
-__all__ = ["FsspecFile", "StoreFile", "is_pair", "store_file"]
 
 # A batch of fsspec parts in memory at once, before they are copied to where they belong.
 _BATCH: Final = 64 << 20

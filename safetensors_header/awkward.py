@@ -61,6 +61,8 @@ from ._parser import parse_header
 from ._sources import Source, kind_of
 from ._writer import write_file
 
+__all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
@@ -81,8 +83,6 @@ if TYPE_CHECKING:
     _Visit: TypeAlias = Callable[[Any, str, "np.dtype[Any]", "int | None"], "NDArray[Any] | None"]
     _Tensor: TypeAlias = tuple[str, tuple[int, ...], "NDArray[Any]"]
     _Order: TypeAlias = Literal["<", ">"]
-
-__all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]
 
 #: awkward's default ``buffer_key`` (of ``ak.to_buffers`` and ``ak.to_safetensors``).
 DEFAULT_BUFFER_KEY: Final = "{form_key}-{attribute}"
@@ -216,9 +216,7 @@ def from_safetensors(
     """
     if byteorder not in (None, "<", ">"):
         raise ValueError(f"byteorder must be '<', '>' or None, not {byteorder!r}")
-    options = Options(
-        headers=headers, timeout=timeout, retries=retries, storage_options=storage_options
-    )
+    options = Options.of(locals())
     file = opened(source, options, header=header, max_header_size=max_header_size)
     header = file.header
     stream = header.file_size is None  # read_header could not seek: a pipe, a socket...
@@ -231,9 +229,9 @@ def from_safetensors(
     form, length = _form_and_length(metadata)
     order = _byteorder(metadata) if byteorder is None else byteorder
     needed: list[tuple[Any, str]] = []
-    _walk(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
+    _walk_form(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
     plan = _Plan(header, *_resolved_key(buffer_key, metadata, needed, header), order)
-    _walk(form, length, plan.check)  # names and sizes the header settles, before any read
+    _walk_form(form, length, plan.check)  # names and sizes the header settles, before any read
     if virtual:
         # Each buffer read when awkward first needs it, and its indexes checked then
         # against what the header says its contents can hold.
@@ -250,7 +248,7 @@ def from_safetensors(
             key: np.frombuffer(piece, dtype=dtype.newbyteorder(order))
             for (key, (_, dtype)), piece in zip(plan.entries.items(), pieces, strict=True)
         }
-        _walk(form, length, plan.check)  # every size, now that offsets and indexes are read
+        _walk_form(form, length, plan.check)  # every size, now that offsets and indexes are read
         container = plan.trimmed
     getkey = plan.getkey
     try:
@@ -346,7 +344,7 @@ def to_safetensors(
         metadata[_BUFFER_KEY] = buffer_key
     if byteorder == ">":
         metadata[_BYTEORDER] = byteorder
-    tensors = {name: _tensor(name, buffer) for name, buffer in buffers.items()}
+    tensors = {name: _as_tensor(name, buffer) for name, buffer in buffers.items()}
     return _write(destination, tensors, metadata, storage_options)
 
 
@@ -385,7 +383,7 @@ def _byteorder(metadata: Mapping[str, str]) -> Literal["<", ">"]:
     raise AwkwardFileError(f"the metadata's byteorder must be '<' or '>', not {recorded[:40]!r}")
 
 
-def _walk(form: Any, length: int | None, visit: _Visit) -> None:
+def _walk_form(form: Any, length: int | None, visit: _Visit) -> None:
     """Visit every buffer `form` needs, with its count when known, as ak.from_buffers reads them.
 
     `visit` gets the form node, the attribute, the dtype and the number of values the node
@@ -402,37 +400,37 @@ def _walk(form: Any, length: int | None, visit: _Visit) -> None:
         count = None if length is None else length * math.prod(form.inner_shape)
         visit(form, "data", dtype, count)
     elif isinstance(form, forms.UnmaskedForm):
-        _walk(form.content, length, visit)
+        _walk_form(form.content, length, visit)
     elif isinstance(form, forms.BitMaskedForm):
         mask = _index_dtype(form, "mask", form.mask)
         visit(form, "mask", mask, None if length is None else -(-length // 8))
-        _walk(form.content, length, visit)
+        _walk_form(form.content, length, visit)
     elif isinstance(form, forms.ByteMaskedForm):
         visit(form, "mask", _index_dtype(form, "mask", form.mask), length)
-        _walk(form.content, length, visit)
+        _walk_form(form.content, length, visit)
     elif isinstance(form, (forms.IndexedOptionForm, forms.IndexedForm)):
         index = visit(form, "index", _index_dtype(form, "index", form.index), length)
         if index is not None:
             _check_index(form, index, None)
-        _walk(form.content, _past_max(index), visit)
+        _walk_form(form.content, _past_max(index), visit)
     elif isinstance(form, forms.ListForm):
         starts = visit(form, "starts", _index_dtype(form, "starts", form.starts), length)
         stops = visit(form, "stops", _index_dtype(form, "stops", form.stops), length)
         if starts is not None and stops is not None:
             _check_list(form, starts, stops, None)
-        _walk(form.content, _list_end(starts, stops), visit)
+        _walk_form(form.content, _list_end(starts, stops), visit)
     elif isinstance(form, forms.ListOffsetForm):
         offsets_dtype = _index_dtype(form, "offsets", form.offsets)
         offsets = visit(form, "offsets", offsets_dtype, _plus_one(length))
         if offsets is not None:
-            _check_offsets(form, offsets, None)
+            _check_offsets_buffer(form, offsets, None)
         end = None if offsets is None else int(offsets[-1]) if len(offsets) > 1 else 0
-        _walk(form.content, end, visit)
+        _walk_form(form.content, end, visit)
     elif isinstance(form, forms.RegularForm):
-        _walk(form.content, None if length is None else length * form.size, visit)
+        _walk_form(form.content, None if length is None else length * form.size, visit)
     elif isinstance(form, forms.RecordForm):
         for content in form.contents:
-            _walk(content, length, visit)
+            _walk_form(content, length, visit)
     elif isinstance(form, forms.UnionForm):
         if not form.contents:
             raise AwkwardFileError("the form has a UnionArray with no contents")
@@ -442,7 +440,7 @@ def _walk(form: Any, length: int | None, visit: _Visit) -> None:
             _check_union(form, tags, index, [None] * len(form.contents))
         for tag, content in enumerate(form.contents):
             selected = None if tags is None or index is None else index[tags == tag]
-            _walk(content, _past_max(selected), visit)
+            _walk_form(content, _past_max(selected), visit)
     else:
         raise AwkwardFileError(f"the form has a node of an unknown class: {type(form).__name__}")
 
@@ -466,39 +464,39 @@ def _index_dtype(form: Any, attribute: str, name: str) -> np.dtype[Any]:
     allowed = _INDEX_KINDS[type(form).__name__, attribute]
     if name not in allowed:
         raise AwkwardFileError(
-            f"the form's {type(form).__name__} node {_shown(form.form_key)} has {attribute} of "
-            f"type {_shown(name)}; awkward takes {', '.join(map(repr, allowed))}"
+            f"the form's {type(form).__name__} node {_shown_key(form.form_key)} has {attribute} of "
+            f"type {_shown_key(name)}; awkward takes {', '.join(map(repr, allowed))}"
         )
     return _INDEX_DTYPES[name]
 
 
-def _shown(text: object) -> str:
+def _shown_key(text: object) -> str:
     """A name from a file, for a message: its repr, cut to `_SHOWN_TEMPLATE` characters."""
     shown = repr(text)
     return shown if len(shown) <= _SHOWN_TEMPLATE else shown[:_SHOWN_TEMPLATE] + "..."
 
 
-def _bad_index(form: Any, attribute: str, problem: str) -> AwkwardFileError:
+def _out_of_bounds(form: Any, attribute: str, problem: str) -> AwkwardFileError:
     return AwkwardFileError(
-        f"the {attribute} of the form's {type(form).__name__} node {_shown(form.form_key)} "
+        f"the {attribute} of the form's {type(form).__name__} node {_shown_key(form.form_key)} "
         f"{problem}: "
         "awkward would read outside its content",
     )
 
 
-def _check_offsets(form: Any, offsets: NDArray[Any], bound: int | None) -> None:
+def _check_offsets_buffer(form: Any, offsets: NDArray[Any], bound: int | None) -> None:
     """Offsets from 0 up, never going back, and (with a `bound`) within the content."""
     if not len(offsets):
         return
     if offsets[0] < 0:
-        raise _bad_index(form, "offsets", f"start at {int(offsets[0])}, below 0")
+        raise _out_of_bounds(form, "offsets", f"start at {int(offsets[0])}, below 0")
     if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
         at = int(np.argmax(offsets[1:] < offsets[:-1]))
-        raise _bad_index(
+        raise _out_of_bounds(
             form, "offsets", f"go back, from {int(offsets[at])} to {int(offsets[at + 1])}"
         )
     if bound is not None and int(offsets[-1]) > bound:
-        raise _bad_index(form, "offsets", f"end at {int(offsets[-1])}, past {bound} values")
+        raise _out_of_bounds(form, "offsets", f"end at {int(offsets[-1])}, past {bound} values")
 
 
 def _check_list(form: Any, starts: NDArray[Any], stops: NDArray[Any], bound: int | None) -> None:
@@ -507,19 +505,19 @@ def _check_list(form: Any, starts: NDArray[Any], stops: NDArray[Any], bound: int
     starts, stops = starts[:count], stops[:count]
     used = starts != stops
     if bool(np.any(starts[used] > stops[used])):
-        raise _bad_index(form, "starts", "pass their stops")
+        raise _out_of_bounds(form, "starts", "pass their stops")
     if bool(np.any(starts[used] < 0)):
-        raise _bad_index(form, "starts", "go below 0")
+        raise _out_of_bounds(form, "starts", "go below 0")
     if bound is not None and bool(np.any(stops[used] > bound)):
-        raise _bad_index(form, "stops", f"go past {bound} values")
+        raise _out_of_bounds(form, "stops", f"go past {bound} values")
 
 
 def _check_index(form: Any, index: NDArray[Any], bound: int | None) -> None:
     """An index of 0 or more (or, of an option, negative for None), below `bound`."""
     if not isinstance(form, ak.forms.IndexedOptionForm) and bool(np.any(index < 0)):
-        raise _bad_index(form, "index", "goes below 0")
+        raise _out_of_bounds(form, "index", "goes below 0")
     if bound is not None and len(index) and int(index.max()) >= bound:
-        raise _bad_index(form, "index", f"goes to {int(index.max())}, past {bound} values")
+        raise _out_of_bounds(form, "index", f"goes to {int(index.max())}, past {bound} values")
 
 
 def _check_union(
@@ -529,13 +527,13 @@ def _check_union(
     count = min(len(tags), len(index))
     tags, index = tags[:count], index[:count]
     if bool(np.any((tags < 0) | (tags >= len(bounds)))):
-        raise _bad_index(form, "tags", f"name contents beyond its {len(bounds)}")
+        raise _out_of_bounds(form, "tags", f"name contents beyond its {len(bounds)}")
     if bool(np.any(index < 0)):
-        raise _bad_index(form, "index", "goes below 0")
+        raise _out_of_bounds(form, "index", "goes below 0")
     for tag, bound in enumerate(bounds):
         chosen = index[tags == tag]
         if bound is not None and len(chosen) and int(chosen.max()) >= bound:
-            raise _bad_index(form, "index", f"goes past the {bound} values of content {tag}")
+            raise _out_of_bounds(form, "index", f"goes past the {bound} values of content {tag}")
 
 
 def _past_max(index: NDArray[Any] | None) -> int | None:
@@ -567,13 +565,13 @@ def _resolved_key(
     if requested is not None:
         if callable(requested):
             return _function_key(requested), "the buffer_key function given"
-        return _template_key(requested, "buffer_key"), f"buffer_key={_shown(requested)}"
+        return _template_key(requested, "buffer_key"), f"buffer_key={_shown_key(requested)}"
     recorded = metadata.get(_BUFFER_KEY)
     if recorded is not None:
         where = "the buffer_key recorded in the metadata"
         return _template_key(
             recorded, where, error=AwkwardFileError
-        ), f"{where}, {_shown(recorded)}"
+        ), f"{where}, {_shown_key(recorded)}"
     default = _template_key(DEFAULT_BUFFER_KEY, "buffer_key")
     names = header.tensors
     if all(_name(default, node, attribute) in names for node, attribute in needed):
@@ -715,14 +713,13 @@ class _Plan:
     ) -> NDArray[Any] | None:
         """Check one buffer; its values (as many as the form needs) once they are read."""
         key = self.getkey(node, attribute)
-        shown = _shown(key)
-        where = (
-            f"the {attribute} of the form's node {_shown(node.form_key)} ({type(node).__name__})"
-        )
+        shown = _shown_key(key)
+        node_name = f"{_shown_key(node.form_key)} ({type(node).__name__})"
+        where = f"the {attribute} of the form's node {node_name}"
         info = self.header.tensors.get(key)
         if info is None:
             names = list(self.header.tensors)
-            names_shown = ", ".join(map(_shown, names[:_SHOWN_NAMES])) + (
+            names_shown = ", ".join(map(_shown_key, names[:_SHOWN_NAMES])) + (
                 ", ..." if len(names) > _SHOWN_NAMES else ""
             )
             raise AwkwardFileError(
@@ -803,7 +800,7 @@ def _guards(form: Any, plan: _Plan) -> dict[str, Callable[[_Cache], None]]:
         if isinstance(node, forms.ListOffsetForm):
             bound = _capacity(node.content, plan)
             offsets = key(node, "offsets")
-            guard([offsets], lambda cache: _check_offsets(node, cache.load(offsets), bound))
+            guard([offsets], lambda cache: _check_offsets_buffer(node, cache.load(offsets), bound))
         elif isinstance(node, forms.ListForm):
             bound = _capacity(node.content, plan)
             starts, stops = key(node, "starts"), key(node, "stops")
@@ -882,7 +879,7 @@ def _capacity(form: Any, plan: _Plan) -> int | None:
 # --- writing -------------------------------------------------------------------------------
 
 
-def _tensor(name: str, buffer: Any) -> _Tensor:
+def _as_tensor(name: str, buffer: Any) -> _Tensor:
     """The safetensors dtype, shape and C-contiguous data of one of awkward's buffers."""
     data = np.ascontiguousarray(buffer)
     kind, size = data.dtype.kind, data.dtype.itemsize

@@ -26,14 +26,14 @@ from ._header import Header, TensorInfo, shown_shape
 from ._options import RETRIES, WORKERS, Options
 from ._sources import Source, kind_of
 
+__all__ = ["LazyTensor", "Tensors", "load", "numpy_dtype", "open_tensors"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
     from numpy.typing import NDArray
-
-__all__ = ["LazyTensor", "Tensors", "load", "numpy_dtype", "open_tensors"]
 
 
 def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
@@ -130,13 +130,7 @@ def load(
             without ml_dtypes: see `numpy_dtype`.
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-    )
+    options = Options.of(locals())
     if mmap is not False and kind_of(source) == "path":
         return _mapped(source, names, header, max_header_size)  # type: ignore[arg-type]
     file = opened(source, options, header=header, max_header_size=max_header_size)
@@ -196,14 +190,7 @@ def open_tensors(
     now); `source` is any source `read_ranges` takes, and `gap` is its option (runs of a
     selection less than `gap` bytes apart are one request).
     """
-    options = Options(
-        headers=headers,
-        timeout=timeout,
-        retries=retries,
-        storage_options=storage_options,
-        max_workers=max_workers,
-        gap=gap,
-    )
+    options = Options.of(locals())
     file = opened(source, options, header=header, max_header_size=max_header_size)
     return Tensors(file, timeout)
 

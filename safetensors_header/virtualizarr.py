@@ -42,12 +42,13 @@ from ._header import Header, TensorInfo
 from ._options import WORKERS
 from ._sources import read_header, sibling
 from .zarr import (
-    _check_chunks_option,
-    _group_attributes,
     array_metadata,
     array_shape,
+    attributes_of_group,
+    check_chunks_option,
     chunk_shape,
     node_name,
+    tensor_entries,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class SafetensorsParser:
         chunks: Chunks = None,
         max_workers: int = WORKERS,
     ) -> None:
-        _check_chunks_option(chunks, None)  # the names are checked against each file
+        check_chunks_option(chunks, None)  # the names are checked against each file
         self.drop_variables = frozenset(drop_variables or ())
         self.max_header_size = max_header_size
         # A plain dict, so that the parser pickles whatever mapping it was given.
@@ -122,15 +123,15 @@ class SafetensorsParser:
         else:
             store, path = registry.resolve(url)
             source = _read_header(store, path, self.max_header_size)
-        entries = _entries(source, url)
-        _check_chunks_option(self.chunks, [(info, None) for info, _, _ in entries])
+        entries = _entries_with_urls(source, url)
+        check_chunks_option(self.chunks, [(info, None) for info, _, _ in entries])
         arrays = {}
         for info, shard, shard_url in entries:
             node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
                 continue
             arrays[node] = _manifest_array(info, shard_url, chunk_shape(info, self.chunks), shard)
-        group = ManifestGroup(arrays=arrays, attributes=_group_attributes(source))
+        group = ManifestGroup(arrays=arrays, attributes=attributes_of_group(source))
         return _ManifestStore(group, registry=registry)
 
     def __repr__(self) -> str:
@@ -188,15 +189,14 @@ def _next_to(url: str, name: str) -> str:
     return str(sibling(url, name))
 
 
-def _entries(source: Header | Checkpoint, url: str) -> list[tuple[TensorInfo, str | None, str]]:
+def _entries_with_urls(
+    source: Header | Checkpoint, url: str
+) -> list[tuple[TensorInfo, str | None, str]]:
     """Each tensor, with its shard's name (``None`` for a file) and URL."""
-    if isinstance(source, Checkpoint):
-        return [
-            (info, shard, _next_to(url, shard))
-            for shard, header in source.files.items()
-            for info in header.tensors.values()
-        ]
-    return [(info, None, url) for info in source.tensors.values()]
+    return [
+        (info, shard, url if shard is None else _next_to(url, shard))
+        for info, shard in tensor_entries(source)
+    ]
 
 
 def _manifest_array(

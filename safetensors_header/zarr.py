@@ -69,6 +69,8 @@ from ._checkpoint import Checkpoint
 from ._format import DTYPES
 from ._geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 
+__all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -78,8 +80,6 @@ if TYPE_CHECKING:
 
     #: The ``chunks=`` option: one chunk, a target in bytes, or name -> chunk shape.
     Chunks: TypeAlias = int | Mapping[str, Sequence[int] | int] | None
-
-__all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
 
 __all__ += ["to_kerchunk", "to_zarr"]
 
@@ -160,7 +160,7 @@ def to_kerchunk(
         key: json.dumps(document, separators=(",", ":"))
         for key, document in to_zarr(source, zarr_format=zarr_format, chunks=chunks).items()
     }
-    for info, shard in _entries(source):
+    for info, shard in tensor_entries(source):
         if isinstance(source, Checkpoint):
             where = _shard_url(url, shard)
         elif isinstance(url, str):
@@ -208,9 +208,9 @@ def to_zarr(
             `to_kerchunk`).
     """
     _check_zarr_format(zarr_format)
-    entries = list(_entries(source))
-    _check_chunks_option(chunks, entries)
-    group_attributes = _group_attributes(source)
+    entries = list(tensor_entries(source))
+    check_chunks_option(chunks, entries)
+    group_attributes = attributes_of_group(source)
     documents: dict[str, dict[str, Any]]
     if zarr_format == 3:
         documents = {
@@ -393,7 +393,7 @@ def _chunk_refs(
         offset += length
 
 
-def _entries(source: Header | Checkpoint) -> Iterator[tuple[TensorInfo, str | None]]:
+def tensor_entries(source: Header | Checkpoint) -> Iterator[tuple[TensorInfo, str | None]]:
     """Each tensor with its shard's name (``None`` for a single file's header)."""
     if isinstance(source, Checkpoint):
         for shard, header in source.files.items():
@@ -404,7 +404,7 @@ def _entries(source: Header | Checkpoint) -> Iterator[tuple[TensorInfo, str | No
             yield info, None
 
 
-def _group_attributes(source: Header | Checkpoint) -> dict[str, Any]:
+def attributes_of_group(source: Header | Checkpoint) -> dict[str, Any]:
     if not isinstance(source, Checkpoint):
         return dict(source.metadata) if source.metadata is not None else {}
     shared: dict[str, Any] | None = None
@@ -425,7 +425,7 @@ def _shard_url(url: str | Mapping[str, str], shard: str | None) -> str:
     return url[shard]
 
 
-def _check_chunks_option(
+def check_chunks_option(
     chunks: object, entries: list[tuple[TensorInfo, str | None]] | None
 ) -> None:
     """A mapping must name tensors that are there (unless `entries` is None); a target must

@@ -168,8 +168,10 @@ def test_user_built_values() -> None:
         TensorInfo("w", "F32", (2,), 100, 108, 96),
         DtypeTotal(2, 10, 40),
         read_header(FILE),
+        safetensors_header.Finding("Padding", "the header is padded with tabs"),
+        safetensors_header.read_checkpoint(Path(__file__).parent / "data" / "tiny.safetensors"),
     ],
-    ids=["TensorInfo", "DtypeTotal", "Header"],
+    ids=["TensorInfo", "DtypeTotal", "Header", "Finding", "Checkpoint"],
 )
 def test_records_are_frozen_dataclasses(value: object) -> None:
     # Made without importing dataclasses (import cost); dataclasses sees them as its own.
@@ -192,7 +194,8 @@ def test_records_are_frozen_dataclasses(value: object) -> None:
         delattr(value, names[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         value.other = 1  # type: ignore[attr-defined]
-    if cls is not Header:  # a Header holds mappings: as*() and deepcopy do not take them
+    assert cls.__module__ == "safetensors_header"
+    if cls not in {Header, safetensors_header.Checkpoint}:  # mappings: no as*() nor deepcopy
         assert dataclasses.astuple(value) == values  # type: ignore[call-overload]
         assert dataclasses.asdict(value) == dict(zip(names, values, strict=True))  # type: ignore[call-overload]
         assert copy.deepcopy(value) == value
@@ -271,6 +274,18 @@ def test_header_above_the_reference_limit_with_the_limit_raised() -> None:
         read_header(data)
     assert info.value.kind == "HeaderTooLarge"
     assert read_header(data, max_header_size=MAX_HEADER_SIZE + 8).tensors["a"].nbytes == 1
+
+
+def test_a_checkpoints_open_shards_are_not_compared() -> None:
+    path = Path(__file__).parent / "data" / "tiny.safetensors"
+    one, two = safetensors_header.read_checkpoint(path), safetensors_header.read_checkpoint(path)
+    assert one.shards != two.shards  # two openings of the file
+    assert one == two
+    assert dataclasses.replace(one, shards={}) == one  # type: ignore[type-var]
+    compared = {field.name: field.compare for field in dataclasses.fields(one)}  # type: ignore[arg-type]
+    assert compared == dict.fromkeys(compared, True) | {"shards": False}
+    assert safetensors_header.Finding("A", "b").tensor is None
+    assert dataclasses.fields(safetensors_header.Finding)[2].default is None
 
 
 def test_lazy_names_load_on_first_use() -> None:

@@ -206,7 +206,9 @@ def test_wide_names_are_cut_in_the_middle_on_a_terminal(
 ) -> None:
     import io
 
-    from safetensors_header import _cli
+    from safetensors_header._cli.arguments import argument_parser
+    from safetensors_header._cli.inspect import inspect_sources
+    from safetensors_header._cli.output import Output
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -216,8 +218,8 @@ def test_wide_names_are_cut_in_the_middle_on_a_terminal(
     path.write_bytes(build({"a" * 150 + "b" * 150: tensor("U8", [1], 0, 1)}, 1))
     monkeypatch.setenv("COLUMNS", "80")
     stream = Terminal()
-    args = _cli._argument_parser().parse_args(["inspect", str(path)])
-    assert _cli._inspect(args, _cli._Output(stream), _cli._Output(io.StringIO())) == 0
+    args = argument_parser().parse_args(["inspect", str(path)])
+    assert inspect_sources(args, Output(stream), Output(io.StringIO())) == 0
     row = next(line for line in stream.getvalue().splitlines() if line.startswith("aaa"))
     assert len(row) == 80
     name = row.split()[0]
@@ -533,12 +535,12 @@ def test_standard_input(tmp_path: Path) -> None:
 def test_an_interrupt_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from safetensors_header import _cli
+    from safetensors_header._cli import validate
 
     def interrupted(*args: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_cli, "_validate", interrupted)
+    monkeypatch.setattr(validate, "validate_sources", interrupted)
     assert main(["validate", TINY]) == 130
     assert capsys.readouterr().err == "safetensors-header: interrupted\n"
 

@@ -511,7 +511,7 @@ def test_hostile_server_replies_are_escaped(
 def test_text_that_slipped_past_the_escaping_is_escaped_on_the_way_out(encoding: str) -> None:
     import io
 
-    from safetensors_header._cli import _Output
+    from safetensors_header._cli.output import Output as _Output
 
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding=encoding)

@@ -38,7 +38,17 @@ MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
-    ["_errors", "_diagnose", "_format", "_parser", "_header", "_geometry", "_audit", "_encode"],
+    [
+        "_errors",
+        "_diagnose",
+        "_format",
+        "_parser",
+        "_header",
+        "_geometry",
+        "_audit",
+        "_encode",
+        "_record",
+    ],
     ["_options", "_rangefile", "_local", "_replace", "_http", "_stores", "_sources"],
     ["_fetch", "_checkpoint", "_writer"],
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],

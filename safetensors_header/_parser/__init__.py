@@ -34,13 +34,7 @@ from __future__ import annotations
 
 from operator import index
 
-from .._format import (
-    HEADER_LENGTH_SIZE,
-    MAX_HEADER_SIZE,
-    bytes_needed,
-    header_end,
-    length_fault,
-)
+from .._format import HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed, header_end, length_fault
 from . import canonical, compact, json_reader
 from .columns import Columns
 from .rules import (
@@ -54,6 +48,9 @@ from .rules import (
     validate_layout,
 )
 
+__all__ = ["READERS", "JsonObject", "Reader", "decode_pairs", "exact", "parse_file_start"]
+__all__ += ["parse_header", "read", "reader"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,9 +58,6 @@ if TYPE_CHECKING:
 
     from .._format import Buffer
     from .._header import Header
-
-__all__ = ["READERS", "JsonObject", "Reader", "decode_pairs", "exact", "parse_file_start"]
-__all__ += ["parse_header", "read", "reader"]
 
 
 class Reader:

@@ -57,11 +57,11 @@ from .columns import (
     scan,
 )
 
+__all__ = ["canonical_columns", "canonical_shapes", "chained_ends", "metadata_member"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final
-
-__all__ = ["canonical_columns", "canonical_shapes", "chained_ends", "metadata_member"]
 
 # Whitespace between two word characters would split a number or `null` in two: removing it
 # would join two tokens into one.

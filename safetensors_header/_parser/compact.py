@@ -38,21 +38,13 @@ import re
 from .._format import METADATA_KEY
 from . import canonical
 from .canonical import canonical_shapes, metadata_member
-from .columns import (
-    CANONICAL_DTYPE,
-    DIGITS,
-    JSON_WHITESPACE,
-    POSSESSIVE,
-    Columns,
-    in_order,
-    scan,
-)
+from .columns import CANONICAL_DTYPE, DIGITS, JSON_WHITESPACE, POSSESSIVE, Columns, in_order, scan
+
+__all__ = ["SMALLEST", "compact_columns"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final
-
-__all__ = ["SMALLEST", "compact_columns"]
 
 # The compact form's entry, cut at its constant tokens (the reference's field order).
 _MARKS: Final = (

@@ -32,11 +32,11 @@ from .columns import (
     sort_by_offsets,
 )
 
+__all__ = ["json_columns"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final, NoReturn
-
-__all__ = ["json_columns"]
 
 # The counts' premises (see the module's docstring): a field or dtype name that ever broke
 # them would make the proof wrong, so the import fails instead.

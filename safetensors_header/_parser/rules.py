@@ -38,6 +38,9 @@ from .columns import (
     sort_by_offsets,
 )
 
+__all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
+__all__ += ["in_fresh_thread", "reject_deep_nesting", "validate_layout"]
+
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -46,9 +49,6 @@ if TYPE_CHECKING:
     from .._header import Header
 
     _T = TypeVar("_T")
-
-__all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
-__all__ += ["in_fresh_thread", "reject_deep_nesting", "validate_layout"]
 
 _I64_MIN: Final = -(2**63)  # serde_json: integers below this are floats (§3.7)
 

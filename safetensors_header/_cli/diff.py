@@ -1,0 +1,207 @@
+"""``diff``: what tells two sources apart, by their headers alone.
+
+Layer: adapters (the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+from .._header import TensorInfo, shown_shape
+from .documents import totals
+from .output import PROG, Output, columns, count, cut, shown_source
+from .reading import Failure, Read, read_source
+
+__all__ = ["diff_sources"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import Final
+
+
+_SHOWN_DIFF_VALUE: Final = 60  # the same, in a diff's table of metadata
+
+
+def diff_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
+    sides = [_read_side(source, err) for source in (args.a, args.b)]
+    for source, side in zip((args.a, args.b), sides, strict=True):
+        if isinstance(side, Failure):
+            if args.json:
+                error = {"path": source, **side.document()}
+                out.json({"a": args.a, "b": args.b, "same_tensors": None, "error": error})
+            return 2
+    a, b = sides
+    assert isinstance(a, Read)
+    assert isinstance(b, Read)
+    difference = _Difference(a, b)
+    if args.json:
+        out.json(difference.document())
+    else:
+        difference.write(out)
+    return 0 if difference.same_tensors else 1
+
+
+def _read_side(source: str, err: Output) -> Read | Failure:
+    """One side of a diff, or why it cannot be read (said on stderr)."""
+    try:
+        return read_source(source, "diff")
+    except Failure as failure:
+        err.line(f"{PROG}: {shown_source(source)}: {failure.text()}")
+        return failure
+
+
+def _merged_metadata(read: Read) -> dict[str, str]:
+    """The files' ``__metadata__``: a checkpoint's shards merged, the first shard's value kept."""
+    merged: dict[str, str] = {}
+    for header in read.headers.values():
+        for key, value in (header.metadata or {}).items():
+            merged.setdefault(key, value)
+    return merged
+
+
+def _brief(t: TensorInfo) -> dict[str, object]:
+    return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "nbytes": t.nbytes}
+
+
+class _Difference:
+    """What tells B from A, by their headers."""
+
+    def __init__(self, a: Read, b: Read) -> None:
+        self.a, self.b = a, b
+        tensors_a, tensors_b = a.tensors, b.tensors
+        self.removed = [t for name, t in tensors_a.items() if name not in tensors_b]
+        self.added = [t for name, t in tensors_b.items() if name not in tensors_a]
+        self.changed: list[tuple[TensorInfo, TensorInfo, list[str]]] = []
+        for name, before in tensors_a.items():
+            after = tensors_b.get(name)
+            if after is None:
+                continue
+            fields = [
+                field
+                for field in ("dtype", "shape", "nbytes")
+                if getattr(before, field) != getattr(after, field)
+            ]
+            if fields:
+                self.changed.append((before, after, fields))
+        meta_a, meta_b = _merged_metadata(a), _merged_metadata(b)
+        self.meta_removed = {k: v for k, v in meta_a.items() if k not in meta_b}
+        self.meta_added = {k: v for k, v in meta_b.items() if k not in meta_a}
+        self.meta_changed = {
+            k: (v, meta_b[k]) for k, v in meta_a.items() if k in meta_b and meta_b[k] != v
+        }
+        self.totals_a, self.totals_b = totals(tensors_a.values()), totals(tensors_b.values())
+
+    @property
+    def same_tensors(self) -> bool:
+        return not (self.removed or self.added or self.changed)
+
+    def document(self) -> dict[str, object]:
+        return {
+            "a": self.a.source,
+            "b": self.b.source,
+            "same_tensors": self.same_tensors,
+            "added": [_brief(t) for t in self.added],
+            "removed": [_brief(t) for t in self.removed],
+            "changed": [
+                {"name": before.name, "changes": fields, "a": _brief(before), "b": _brief(after)}
+                for before, after, fields in self.changed
+            ],
+            "metadata": {
+                "added": self.meta_added,
+                "removed": self.meta_removed,
+                "changed": {k: {"a": va, "b": vb} for k, (va, vb) in self.meta_changed.items()},
+            },
+            "totals": {"a": self.totals_a, "b": self.totals_b},
+            "error": None,
+        }
+
+    def write(self, out: Output) -> None:
+        for label, read in (("a", self.a), ("b", self.b)):
+            out.line(
+                f"{label}: {shown_source(read.source)} ({count(len(read.headers), 'file')}, "
+                f"{count(len(read.tensors), 'tensor')})"
+            )
+        if self.same_tensors:
+            out.line(f"tensors: the same {len(self.a.tensors):,} (names, dtypes and shapes)")
+        else:
+            out.line(
+                f"tensors: {len(self.changed):,} changed, {len(self.added):,} added, "
+                f"{len(self.removed):,} removed"
+            )
+        metadata = (self.meta_changed, self.meta_added, self.meta_removed)
+        if any(metadata):
+            out.line(
+                f"metadata: {len(self.meta_changed):,} changed, {len(self.meta_added):,} added, "
+                f"{len(self.meta_removed):,} removed"
+            )
+        else:
+            out.line("metadata: the same")
+        self._write_tensors(out)
+        if any(metadata):
+            out.line()
+            self._write_metadata(out)
+        out.line()
+        self._write_totals(out)
+
+    def _write_tensors(self, out: Output) -> None:
+        if self.same_tensors:
+            return
+
+        def both(before: str, after: str) -> str:
+            return before if before == after else f"{before} -> {after}"
+
+        rows = [
+            (
+                "~",
+                out.shown(before.name),
+                both(before.dtype, after.dtype),
+                both(shown_shape(before.shape), shown_shape(after.shape)),
+                both(f"{before.nbytes:,}", f"{after.nbytes:,}"),
+            )
+            for before, after, _ in self.changed
+        ]
+        for sign, tensors in (("-", self.removed), ("+", self.added)):
+            rows += [
+                (sign, out.shown(t.name), t.dtype, shown_shape(t.shape), f"{t.nbytes:,}")
+                for t in tensors
+            ]
+        out.line()
+        columns(out, ("", "name", "dtype", "shape", "bytes"), rows, right=(4,), shrink=(1,))
+
+    def _write_metadata(self, out: Output) -> None:
+        def shown(value: str | None) -> str:
+            return "-" if value is None else cut(out.shown(value), _SHOWN_DIFF_VALUE)
+
+        rows = [
+            ("~", out.shown(key), shown(before), shown(after))
+            for key, (before, after) in self.meta_changed.items()
+        ]
+        rows += [
+            ("-", out.shown(key), shown(value), "-") for key, value in self.meta_removed.items()
+        ]
+        rows += [("+", out.shown(key), "-", shown(value)) for key, value in self.meta_added.items()]
+        columns(out, ("", "metadata key", "a", "b"), rows, shrink=(1, 2, 3))
+
+    def _write_totals(self, out: Output) -> None:
+        per_a, per_b = self.totals_a["by_dtype"], self.totals_b["by_dtype"]
+        nothing = {"tensors": 0, "numel": 0, "nbytes": 0}
+        rows = [
+            _totals_row(dtype, per_a.get(dtype, nothing), per_b.get(dtype, nothing))
+            for dtype in sorted({*per_a, *per_b})
+        ]
+        rows.append(_totals_row("all", self.totals_a, self.totals_b))
+        columns(
+            out,
+            ("dtype", "tensors (a -> b)", "parameters (a -> b)", "bytes (a -> b)"),
+            rows,
+            right=(1, 2, 3),
+            shrink=(),
+        )
+
+
+def _totals_row(dtype: str, a: Mapping[str, int], b: Mapping[str, int]) -> tuple[str, ...]:
+    def both(key: str) -> str:
+        return f"{a[key]:,}" if a[key] == b[key] else f"{a[key]:,} -> {b[key]:,}"
+
+    return (dtype, both("tensors"), both("numel"), both("nbytes"))

@@ -1,0 +1,195 @@
+"""``inspect``: each source's header facts, metadata, tensors and totals.
+
+Layer: adapters (the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+from collections.abc import Callable, Iterable, Mapping
+
+from .._header import Header, TensorInfo, shown_shape
+from .documents import finding_document, tensor_document, totals
+from .output import PROG, Output, columns, count, cut, listed, shown_source
+from .reading import Failure, Read, read_source
+
+__all__ = ["SORT_KEYS", "inspect_sources"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from .._checkpoint import Checkpoint
+
+
+_SHOWN_VALUE: Final = 200  # characters of a metadata value the text output shows
+
+
+SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, str]]]] = {
+    "offset": lambda t: (t.start, ""),
+    "name": lambda t: (0, t.name),
+    "size": lambda t: (-t.nbytes, t.name),
+}
+
+
+def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
+    status = 0
+    printed = False
+    for source in args.sources:
+        try:
+            read = read_source(source, "inspect")
+        except Failure as failure:
+            status = 1
+            err.line(f"{PROG}: {shown_source(source)}: {failure.text()}")
+            if args.json:
+                out.json({"path": source, "error": failure.document()})
+            continue
+        if out.closed:
+            continue  # nobody reads the output: only the exit status is left to find out
+        if read.checkpoint is not None:
+            _inspect_checkpoint(args, read, read.checkpoint, out, first=not printed)
+        else:
+            assert read.header is not None
+            tensors = _shown_tensors(args, read.header.tensors.values())
+            if args.json:
+                out.json(_document(source, read.header, tensors))
+            else:
+                if printed:
+                    out.line()
+                _table(out, shown_source(source), read.header, tensors)
+        printed = True
+    return status
+
+
+def _shown_tensors(
+    args: argparse.Namespace, tensors: Iterable[TensorInfo], *, offsets_comparable: bool = True
+) -> list[TensorInfo]:
+    """The tensors matching --filter, in the --sort order."""
+    if args.filter is not None:
+        tensors = [t for t in tensors if fnmatch.fnmatchcase(t.name, args.filter)]
+    if args.sort == "offset" and not offsets_comparable:
+        return list(tensors)  # offsets of different shards do not compare
+    return sorted(tensors, key=SORT_KEYS[args.sort])
+
+
+def _inspect_checkpoint(
+    args: argparse.Namespace, read: Read, checkpoint: Checkpoint, out: Output, *, first: bool
+) -> None:
+    owners = {name: file for file, header in checkpoint.files.items() for name in header.tensors}
+    # In offset order, shard by shard: the tensors are in shard order already.
+    tensors = _shown_tensors(args, checkpoint.tensors.values(), offsets_comparable=False)
+    if args.json:
+        out.json(
+            {
+                "path": read.source,
+                "metadata": None if checkpoint.metadata is None else dict(checkpoint.metadata),
+                "files": [
+                    {
+                        "name": name,
+                        "header_size": header.header_size,
+                        "data_start": header.data_start,
+                        "file_size": header.file_size,
+                        "metadata": None if header.metadata is None else dict(header.metadata),
+                    }
+                    for name, header in checkpoint.files.items()
+                ],
+                "tensors": [{**tensor_document(t), "file": owners[t.name]} for t in tensors],
+                "totals": totals(tensors),
+                "problems": [finding_document(p) for p in checkpoint.problems],
+                "other_files": read.other_files,
+                "error": None,
+            }
+        )
+        return
+    if not first:
+        out.line()
+    out.line(
+        f"{read.source}: {count(len(checkpoint.files), 'file')}, "
+        f"{count(len(checkpoint.tensors), 'tensor')}"
+    )
+    if checkpoint.metadata is not None:
+        _metadata_lines(out, "index metadata", checkpoint.metadata)
+    for problem in checkpoint.problems:
+        out.line(f"warning: {problem.kind}: {problem.message}")
+    if read.other_files:
+        out.line(f"note: also in the directory, not read: {listed(read.other_files)}")
+    rows = [
+        (
+            out.shown(t.name),
+            t.dtype,
+            shown_shape(t.shape),
+            out.shown(owners[t.name]),
+            f"{t.nbytes:,}",
+        )
+        for t in tensors
+    ]
+    columns(out, ("name", "dtype", "shape", "file", "size"), rows, right=(4,), shrink=(0, 3))
+    _totals_table(out, totals(tensors))
+
+
+def _metadata_lines(out: Output, title: str, metadata: Mapping[str, object]) -> None:
+    out.line(f"{title} ({len(metadata):,}):")
+    for key, value in metadata.items():
+        out.line(f"  {out.shown(str(key))}: {cut(out.shown(_value(value)), _SHOWN_VALUE)}")
+
+
+def _value(value: object) -> str:
+    """An index metadata value for people: numbers grouped (``90,857,060``), else JSON."""
+    if type(value) is int:
+        return f"{value:,}"
+    if type(value) is str:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[str, object]:
+    """The --json schema (documented in the README; keep it stable)."""
+    return {
+        "path": source,
+        "header_size": header.header_size,
+        "data_start": header.data_start,
+        "file_size": header.file_size,
+        "metadata": None if header.metadata is None else dict(header.metadata),
+        "tensors": [tensor_document(t) for t in tensors],
+        "totals": totals(tensors),
+        "error": None,
+    }
+
+
+def _table(out: Output, source: str, header: Header, tensors: list[TensorInfo]) -> None:
+    size = "unknown" if header.file_size is None else f"{header.file_size:,}"
+    out.line(
+        f"{source}: {count(len(header.tensors), 'tensor')}, header {header.header_size:,} "
+        f"bytes, data at {header.data_start:,}, file {size} bytes"
+    )
+    if header.metadata is not None:
+        _metadata_lines(out, "metadata", header.metadata)
+    rows = [
+        (
+            out.shown(t.name),
+            t.dtype,
+            shown_shape(t.shape),
+            f"{t.start:,}-{t.end:,}",
+            f"{t.nbytes:,}",
+        )
+        for t in tensors
+    ]
+    columns(out, ("name", "dtype", "shape", "bytes in file", "size"), rows, right=(4,))
+    _totals_table(out, totals(tensors))
+    out.line("(bytes in file: absolute offsets, start-end, end exclusive)")
+
+
+def _totals_table(out: Output, totals: dict[str, Any]) -> None:
+    # For people: "parameters" and "bytes" (the --json keys are numel and nbytes).
+    out.line(
+        f"total: {count(totals['tensors'], 'tensor')}, {count(totals['numel'], 'parameter')}, "
+        f"{count(totals['nbytes'], 'byte')}"
+    )
+    summary = [
+        (dtype, f"{row['tensors']:,}", f"{row['numel']:,}", f"{row['nbytes']:,}")
+        for dtype, row in totals["by_dtype"].items()
+    ]
+    if len(summary) > 1:
+        columns(out, ("dtype", "tensors", "parameters", "bytes"), summary, right=(1, 2, 3))

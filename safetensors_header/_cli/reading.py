@@ -1,0 +1,246 @@
+"""Reading a SOURCE for a command: a file, a checkpoint or standard input, and why not.
+
+Layer: adapters (the command line).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from .._errors import HeaderError
+from .._header import Header, TensorInfo
+from .._sources import kind_of, read_header
+from .output import PROG, STDIN, count, listed
+
+__all__ = ["Failure", "Read", "failure_of", "header_bytes", "read_source"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import IO
+
+    from .._checkpoint import Checkpoint
+    from .._fetch import SafetensorsFile
+
+
+class Failure(Exception):
+    """Why a source could not be read: the fields of every ``--json`` "error" object."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        hint: str | None = None,
+        tensor: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.hint = kind, message, hint
+        self.tensor, self.offset = tensor, offset
+
+    def document(self) -> dict[str, object]:
+        """The ``--json`` error object: always these five keys (the README lists them)."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "hint": self.hint,
+            "tensor": self.tensor,
+            "offset": self.offset,
+        }
+
+    def text(self) -> str:
+        hint = "" if self.hint is None else f". Hint: {self.hint}"
+        return f"{self.kind}: {self.message}{hint}"
+
+
+def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = None) -> Failure:
+    """A library error as a `Failure`; an OS error names the file it is about.
+
+    The kind is the HeaderError's, or the exception's class name (``FileNotFoundError``):
+    never a name made up here, so that every kind in the output is one the README lists.
+    """
+    if isinstance(error, HeaderError):
+        return Failure(
+            error.kind, error.message, hint=error.hint, tensor=error.tensor, offset=error.offset
+        )
+    message = error.strerror or str(error) or type(error).__name__
+    if isinstance(error.filename, (str, bytes, os.PathLike)):
+        where = os.fsdecode(error.filename)
+        if where != source and where not in message:  # a shard: say which
+            message = f"{message}: {where}"
+        missing = isinstance(error, FileNotFoundError) and where != source
+        if missing and hint is None and _is_checkpoint(source):
+            hint = (
+                "the checkpoint's index names this file, but it is not there: an incomplete "
+                "download? Fetch every file the index lists"
+            )
+    return Failure(type(error).__name__, message, hint=hint)
+
+
+def _is_remote(source: str) -> bool:
+    """An http(s) URL, or another URL that fsspec reads (``s3://``, ``hf://``, ``file://``...)."""
+    return kind_of(source) in ("http", "fsspec")
+
+
+def _is_checkpoint(source: str) -> bool:
+    """An index JSON (local or a URL) or a directory: read with read_checkpoint."""
+    return source.endswith(".json") or (
+        source != STDIN and not _is_remote(source) and os.path.isdir(source)
+    )
+
+
+class _Recorder:
+    """Standard input for `read_header`, keeping the bytes read (the strict audit needs them)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.data = bytearray()
+
+    def read(self, size: int = -1, /) -> bytes:
+        chunk = self._stream.read(size)
+        self.data += chunk
+        return chunk
+
+    def seekable(self) -> bool:
+        try:
+            return self._stream.seekable()
+        except (OSError, ValueError):
+            return False
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        self.data.clear()  # `read_header` seeks back to the start before it reads
+        return self._stream.seek(offset, whence)
+
+
+class Read:
+    """A source as read: one file's header, or a checkpoint (and what it did not read)."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        header: Header | None = None,
+        checkpoint: Checkpoint | None = None,
+        prefix: bytes | None = None,
+        file: SafetensorsFile | None = None,
+        other_files: Sequence[str] = (),
+    ) -> None:
+        self.source = source
+        self.header = header
+        self.checkpoint = checkpoint
+        self.prefix = prefix  # the header's bytes, when they were kept (standard input)
+        self.file = file  # the file opened, for its header's bytes (--strict)
+        self.other_files = list(other_files)  # beside a directory's checkpoint, not part of it
+
+    @property
+    def headers(self) -> dict[str, Header]:
+        """Every file's header: the file's name (or the shard's, as the index writes it)."""
+        if self.checkpoint is not None:
+            return dict(self.checkpoint.files)
+        assert self.header is not None
+        return {self.source: self.header}
+
+    @property
+    def tensors(self) -> Mapping[str, TensorInfo]:
+        if self.checkpoint is not None:
+            return self.checkpoint.tensors
+        assert self.header is not None
+        return self.header.tensors
+
+
+def read_source(source: str, command: str) -> Read:
+    """Read one SOURCE; `Failure` says why it cannot be read."""
+    try:
+        if source == STDIN:
+            if sys.stdin is None:  # started with no standard input at all
+                raise OSError(errno.EBADF, "there is no standard input to read")
+            recorder = _Recorder(sys.stdin.buffer)
+            header = read_header(recorder)
+            return Read(source, header=header, prefix=bytes(recorder.data[: header.data_start]))
+        if _is_checkpoint(source):
+            return _read_checkpoint(source, command)
+        from .._fetch import open_file
+
+        file = open_file(source)
+        return Read(source, header=file.header, file=file)
+    except (HeaderError, OSError) as error:
+        raise failure_of(error, source) from None
+    except (ValueError, ImportError) as error:  # a malformed URL; fsspec not installed
+        raise Failure(type(error).__name__, str(error)) from None
+
+
+def _read_checkpoint(source: str, command: str) -> Read:
+    from .._checkpoint import INDEX_NAMES, SINGLE_NAMES, read_checkpoint
+
+    if _is_remote(source) or not os.path.isdir(source):
+        return Read(source, checkpoint=read_checkpoint(source))
+    with os.scandir(source) as entries:
+        names = sorted(entry.name for entry in entries if entry.is_file())
+    picked = next((name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names), None)
+    if picked is None:
+        raise _no_checkpoint(source, names, command)
+    checkpoint = read_checkpoint(source)
+    others = [
+        name
+        for name in names
+        if name.endswith((".safetensors", ".safetensors.index.json"))
+        and name != picked
+        and name not in checkpoint.files
+    ]
+    return Read(source, checkpoint=checkpoint, other_files=others)
+
+
+def _no_checkpoint(folder: str, names: list[str], command: str) -> Failure:
+    """What a directory without a checkpoint holds, and what to run instead."""
+    import shlex
+
+    from .._checkpoint import INDEX_NAMES, SINGLE_NAMES
+
+    wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names)"
+    indexes = [name for name in names if name.endswith(".safetensors.index.json")]
+    files = [name for name in names if name.endswith(".safetensors")]
+    run = f"{PROG} {command}"
+    if indexes:
+        path = shlex.quote(os.path.join(folder, indexes[0]))
+        return failure_of(
+            FileNotFoundError(
+                errno.ENOENT, f"{wanted} in the directory; it holds the index {listed(indexes)}"
+            ),
+            folder,
+            hint=f"name the index: {run} {path}",
+        )
+    if files:
+        if command == "diff" and len(files) > 1:
+            pair = " ".join(shlex.quote(os.path.join(folder, name)) for name in files[:2])
+            hint = f"name two of them: {run} {pair}"
+        elif len(files) == 1:
+            hint = f"name the file: {run} {shlex.quote(os.path.join(folder, files[0]))}"
+        else:
+            hint = f"name the files: {run} {shlex.quote(folder)}/*.safetensors"
+        held = f"it holds {count(len(files), 'safetensors file')}: {listed(files)}"
+        return failure_of(
+            FileNotFoundError(errno.ENOENT, f"{wanted} in the directory; {held}"),
+            folder,
+            hint=hint,
+        )
+    holds = f" (it holds {listed(names)})" if names else " (it is empty)"
+    return failure_of(
+        FileNotFoundError(errno.ENOENT, f"no safetensors file in the directory{holds}"), folder
+    )
+
+
+def header_bytes(read: Read, name: str, header: Header) -> bytes:
+    """The first ``data_start`` bytes of one file of `read` (of its shard `name`), read from
+    the file its header came from."""
+    if read.prefix is not None:
+        return read.prefix
+    file = read.file if read.checkpoint is None else read.checkpoint.shards[name]
+    assert file is not None
+    try:
+        (prefix,) = file.read_ranges([(0, header.data_start)])
+    except (HeaderError, OSError) as error:
+        raise failure_of(error, read.source) from None
+    return bytes(prefix)

@@ -1,0 +1,110 @@
+"""``validate``: one verdict per source, with --strict the audit's findings.
+
+Layer: adapters (the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .._errors import HeaderError
+from .documents import finding_document
+from .output import Output, count, listed, shown_source
+from .reading import Failure, Read, failure_of, header_bytes, read_source
+
+__all__ = ["validate_sources"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from .._audit import Finding
+
+
+class _Verdict:
+    """What validate found out about one source."""
+
+    def __init__(self, source: str, *, strict: bool) -> None:
+        self.source = source
+        self.strict = strict
+        self.tensors: int | None = None
+        self.failure: Failure | None = None
+        self.findings: list[Finding] = []  # of the strict audit
+        self.problems: list[Finding] = []  # of a checkpoint: warnings, failures when strict
+        self.other_files: list[str] = []
+
+    @property
+    def valid(self) -> bool:
+        if self.failure is not None or self.findings:
+            return False
+        return not (self.strict and self.problems)
+
+    def document(self) -> dict[str, object]:
+        return {
+            "path": self.source,
+            "valid": self.valid,
+            "tensors": self.tensors,
+            "error": None if self.failure is None else self.failure.document(),
+            "findings": [finding_document(finding) for finding in self.findings],
+            "problems": [finding_document(problem) for problem in self.problems],
+            "other_files": self.other_files,
+        }
+
+    def lines(self) -> list[str]:
+        where = shown_source(self.source)
+        if self.failure is not None:
+            return [f"{where}: {self.failure.text()}"]
+        strict = [*self.findings, *self.problems] if self.strict else self.findings
+        warnings = [] if self.strict else self.problems
+        if strict:
+            first = f"{where}: strict: {count(len(strict), 'finding')}"
+        else:
+            first = f"{where}: ok ({count(self.tensors or 0, 'tensor')})"
+            if warnings:
+                first += f", {count(len(warnings), 'warning')}"
+        return [
+            first,
+            *(f"{where}: strict: {finding.kind}: {finding.message}" for finding in strict),
+            *(f"{where}: warning: {problem.kind}: {problem.message}" for problem in warnings),
+            *(
+                [f"{where}: note: also in the directory, not read: {listed(self.other_files)}"]
+                if self.other_files
+                else []
+            ),
+        ]
+
+
+def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
+    status = 0
+    for source in args.sources:
+        verdict = _Verdict(source, strict=args.strict)
+        try:
+            _check(verdict, read_source(source, "validate"))
+        except Failure as failure:
+            verdict.failure = failure
+        if not verdict.valid:
+            status = 1
+        if args.json:
+            out.json(verdict.document())
+        else:
+            for line in verdict.lines():
+                out.line(line)
+    return status
+
+
+def _check(verdict: _Verdict, read: Read) -> None:
+    verdict.tensors = len(read.tensors)
+    verdict.other_files = read.other_files
+    if read.checkpoint is not None:
+        verdict.problems = list(read.checkpoint.problems)
+    if not verdict.strict:
+        return
+    from .._audit import Finding, audit_header  # only --strict needs it
+
+    for name, header in read.headers.items():
+        prefix = header_bytes(read, name, header)
+        try:
+            found = audit_header(prefix, file_size=header.file_size)
+        except HeaderError as error:  # the file changed since it was read
+            raise failure_of(error, read.source) from None
+        if read.checkpoint is not None:  # say which shard
+            found = [Finding(f.kind, f"{name}: {f.message}", f.tensor) for f in found]
+        verdict.findings += found
