@@ -10,12 +10,14 @@ reference checks an index against its shards; this module does.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Mapping
 from functools import partial
 from types import MappingProxyType
 
+from ._diagnose import listed
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile
 from ._format import MAX_HEADER_SIZE
@@ -27,7 +29,7 @@ from ._record import frozen_record, set_fields
 from ._sources import kind_of, open_source
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
-__all__ += ["by_dtype", "read_checkpoint"]
+__all__ += ["by_dtype", "directory_entry", "no_entry", "read_checkpoint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -324,15 +326,47 @@ def _single(name: str, file: RangeFile, header: Header) -> Checkpoint:
     )
 
 
+def directory_entry(folder: str | os.PathLike[str]) -> tuple[str | None, list[str]]:
+    """What `read_checkpoint` reads in a directory, and what else the directory holds.
+
+    Returns the first of `INDEX_NAMES`, then of `SINGLE_NAMES`, that is a file there
+    (``None`` when none is), and the names of everything in the directory, sorted.
+    """
+    with os.scandir(folder) as entries:
+        found = {entry.name: entry.is_file() for entry in entries}
+    names = (*INDEX_NAMES, *SINGLE_NAMES)
+    return next((name for name in names if found.get(name)), None), sorted(found)
+
+
+def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundError:
+    """The error for a directory that holds no checkpoint: what it holds instead."""
+    wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names) in the directory"
+    odd = [name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names]
+    if odd:  # there, but not a file: a FIFO, a directory, a broken link...
+        return FileNotFoundError(
+            errno.ENOENT, f"{odd[0]} in the directory is not a regular file", os.fspath(folder)
+        )
+    indexes = [name for name in names if name.endswith(".safetensors.index.json")]
+    files = [name for name in names if name.endswith(".safetensors")]
+    if indexes:
+        problem = f"{wanted}; it holds the index {listed(indexes)}"
+    elif files:
+        count = f"{len(files):,} safetensors file{'' if len(files) == 1 else 's'}"
+        problem = f"{wanted}; it holds {count}: {listed(files)}"
+    else:
+        held = f"it holds {listed(names)}" if names else "it is empty"
+        problem = (
+            f"no safetensors file in the directory ({held}): a checkpoint directory holds "
+            f"{SINGLE_NAMES[0]} or {INDEX_NAMES[0]}"
+        )
+    return FileNotFoundError(errno.ENOENT, problem, os.fspath(folder))
+
+
 def _pick(folder: Path) -> Path:
-    for name in (*INDEX_NAMES, *SINGLE_NAMES):
-        if (folder / name).is_file():
-            return folder / name
-    raise FileNotFoundError(
-        2,
-        f"no {' or '.join((*INDEX_NAMES, *SINGLE_NAMES))} in the directory",
-        str(folder),
-    )
+    picked, names = directory_entry(folder)
+    if picked is None:
+        raise no_entry(folder, names)
+    return folder / picked
 
 
 def _roots(folder: str) -> tuple[str, ...]:

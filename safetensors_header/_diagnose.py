@@ -9,13 +9,15 @@ error there is. The kind stays the reference's; these hints ride along with it.
 
 from __future__ import annotations
 
-__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "sniff", "truncation_hint"]
+__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "cut", "listed", "sniff", "truncation_hint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Final
 
 SNIFF_SIZE: Final = 64  # bytes from the start of the file that `sniff` looks at
+_LISTED: Final = 5  # names a message lists
 
 #: The length prefix `update_metadata` writes while it rewrites a header in place, before any
 #: other byte changes, and replaces by the real one after the last: a kill in between leaves
@@ -106,7 +108,7 @@ def sniff(head: bytes) -> str | None:
         return _TFLITE_HINT
     text = _text(head)
     if text is not None:
-        return _TEXT_HINT.format(start=_cut(text.strip().split("\n", 1)[0], _SHOWN_TEXT))
+        return _TEXT_HINT.format(start=cut(text.strip().split("\n", 1)[0], _SHOWN_TEXT))
     return None
 
 
@@ -149,8 +151,16 @@ def _text(head: bytes) -> str | None:
     return text
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """At most `limit` characters: a longer `text` ends in "..."."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def listed(names: Sequence[str]) -> str:
+    """Names for a message: the first `_LISTED` of them, then how many more there are."""
+    shown = ", ".join(names[:_LISTED])
+    more = len(names) - _LISTED
+    return shown + (f" and {more:,} more" if more > 0 else "")
 
 
 def truncation_hint(missing: int) -> str:

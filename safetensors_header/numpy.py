@@ -72,8 +72,8 @@ def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
 def load(
     source: Source,
     /,
-    names: Iterable[str] | None = None,
     *,
+    names: Iterable[str] | None = None,
     header: Header | None = None,
     mmap: bool | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
@@ -153,7 +153,7 @@ def _mapped(
     header was read."""
     found = map_file(path, header=header, max_header_size=max_header_size)
     if found is None:  # a pipe: nothing to map, read it in order
-        return load(open_file(path, max_header_size=max_header_size), names)
+        return load(open_file(path, max_header_size=max_header_size), names=names)
     header, mapped = found
     chosen = _choose(header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]

@@ -130,7 +130,9 @@ class SafetensorsParser:
             node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
                 continue
-            arrays[node] = _manifest_array(info, shard_url, chunk_shape(info, self.chunks), shard)
+            arrays[node] = _manifest_array(
+                info, shard_url, chunk_shape(info, chunks=self.chunks), shard
+            )
         group = ManifestGroup(arrays=arrays, attributes=attributes_of_group(source))
         return _ManifestStore(group, registry=registry)
 

@@ -168,7 +168,7 @@ def to_kerchunk(
         else:
             raise TypeError("url must be a string for a single file's header")
         node = node_name(info.name)
-        for key, offset, length in _chunk_refs(info, chunk_shape(info, chunks), zarr_format):
+        for key, offset, length in _chunk_refs(info, chunk_shape(info, chunks=chunks), zarr_format):
             refs[f"{node}/{key}"] = [where, offset, length]
     return {"version": 1, "refs": refs}
 
@@ -220,7 +220,7 @@ def to_zarr(
         documents = {".zgroup": {"zarr_format": 2}, ".zattrs": group_attributes}
     for info, shard in entries:
         node = node_name(info.name)
-        sizes = chunk_shape(info, chunks)
+        sizes = chunk_shape(info, chunks=chunks)
         if zarr_format == 3:
             document = _array_metadata(info, 3, sizes)
             if shard is not None:
@@ -253,10 +253,10 @@ def array_metadata(
         ValueError: `zarr_format` is neither 2 nor 3, or `chunks` is not valid.
     """
     _check_zarr_format(zarr_format)
-    return _array_metadata(info, zarr_format, chunk_shape(info, chunks))
+    return _array_metadata(info, zarr_format, chunk_shape(info, chunks=chunks))
 
 
-def chunk_shape(info: TensorInfo, chunks: Chunks | Sequence[int] = None, /) -> tuple[int, ...]:
+def chunk_shape(info: TensorInfo, /, *, chunks: Chunks | Sequence[int] = None) -> tuple[int, ...]:
     """The tensor's chunk shape (in its own shape) for a ``chunks=`` option.
 
     ``None``: the whole tensor, one chunk. An ``int``: a target size in bytes, the largest
@@ -285,7 +285,7 @@ def chunk_shape(info: TensorInfo, chunks: Chunks | Sequence[int] = None, /) -> t
     return check_chunk_shape(info, chunks)
 
 
-def read_tensors(source: Any, /, names: Iterable[str] | None = None) -> dict[str, Any]:
+def read_tensors(source: Any, /, *, names: Iterable[str] | None = None) -> dict[str, Any]:
     """Read the tensors back from what this module (or the VirtualiZarr parser) made.
 
     Args:

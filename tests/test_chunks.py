@@ -105,7 +105,7 @@ def test_invalid_chunk_shapes_say_why(shape: tuple[int, ...], sizes: object, why
         list(info.chunks(sizes))  # type: ignore[arg-type]
     if not isinstance(sizes, int):  # in a mapping, an int is a target size (below)
         with pytest.raises(ValueError, match=why):
-            chunk_shape(info, {"t": sizes})  # type: ignore[dict-item]
+            chunk_shape(info, chunks={"t": sizes})  # type: ignore[dict-item]
 
 
 def test_packed_chunks_hold_whole_bytes() -> None:
@@ -177,33 +177,33 @@ def test_a_target_gets_the_largest_contiguous_chunking_not_above_it(
     }
     smallest = min(valid.values())
     for target in range(1, info.nbytes + 3):
-        sizes = chunk_shape(info, target)
+        sizes = chunk_shape(info, chunks=target)
         assert sizes in valid
         fitting = [size for size in valid.values() if size <= target]
         assert valid[sizes] == (max(fitting) if fitting else smallest), target
 
 
 def test_targets_on_scalars_zero_size_and_huge_axes() -> None:
-    assert chunk_shape(_info("F64", ()), 1) == ()
-    assert chunk_shape(_info("F32", (0, 3)), 1) == (1, 3)  # no chunk; Zarr wants sizes >= 1
-    assert chunk_shape(_info("F32", (0, 3)), None) == (1, 3)
+    assert chunk_shape(_info("F64", ()), chunks=1) == ()
+    assert chunk_shape(_info("F32", (0, 3)), chunks=1) == (1, 3)  # no chunk; Zarr wants sizes >= 1
+    assert chunk_shape(_info("F32", (0, 3)), chunks=None) == (1, 3)
     # An embedding of 50,257 rows (29 x 1,733) of 3 KiB, with a 1 MiB target: 29 rows.
-    assert chunk_shape(_info("F32", (50257, 768)), 1 << 20) == (29, 768)
+    assert chunk_shape(_info("F32", (50257, 768)), chunks=1 << 20) == (29, 768)
     # A claimed axis of a Mersenne prime: the search is bounded and still gives a divisor.
     huge = TensorInfo("t", "U8", (2**61 - 1,), 8, 8 + 2**61 - 1, 8)
     began = time.perf_counter()
-    assert chunk_shape(huge, 1 << 20) == (1,)
+    assert chunk_shape(huge, chunks=1 << 20) == (1,)
     assert time.perf_counter() - began < 5
 
 
 @pytest.mark.parametrize("target", [0, -1, True, 1.5, "1"], ids=repr)
 def test_a_target_must_be_a_positive_int(target: object) -> None:
     with pytest.raises(ValueError, match=r"at least 1 byte|a size in bytes|sequence of integers"):
-        chunk_shape(_info("F32", (4,)), target)  # type: ignore[arg-type]
+        chunk_shape(_info("F32", (4,)), chunks=target)  # type: ignore[arg-type]
 
 
 def test_a_mapping_names_its_tensors() -> None:
     info = _info("F32", (4, 2))
-    assert chunk_shape(info, {"t": (1, 2)}) == (1, 2)
-    assert chunk_shape(info, {"other": (1, 1)}) == (4, 2)  # not named: one chunk
-    assert chunk_shape(info, {"t": 8}) == (1, 2)  # a target of its own
+    assert chunk_shape(info, chunks={"t": (1, 2)}) == (1, 2)
+    assert chunk_shape(info, chunks={"other": (1, 1)}) == (4, 2)  # not named: one chunk
+    assert chunk_shape(info, chunks={"t": 8}) == (1, 2)  # a target of its own

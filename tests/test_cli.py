@@ -388,7 +388,8 @@ def test_a_directory_without_safetensors_files(tmp_path: Path, files: list[str],
         (tmp_path / name).write_bytes(b"x")
     result = run("inspect", str(tmp_path))
     assert result.returncode == 1
-    assert result.stderr == f"safetensors-header: {tmp_path}: FileNotFoundError: {said}\n"
+    wanted = ": a checkpoint directory holds model.safetensors or model.safetensors.index.json"
+    assert result.stderr == f"safetensors-header: {tmp_path}: FileNotFoundError: {said}{wanted}\n"
 
 
 def test_files_beside_a_directory_checkpoint_are_named(tmp_path: Path) -> None:

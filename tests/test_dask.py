@@ -68,7 +68,9 @@ def test_headers_and_references_on_the_workers(client: Any, files: list[Path]) -
     for number, (path, ref) in enumerate(zip(files, refs, strict=True)):
         assert json.loads(ref["refs"]["embed/.zarray"])["chunks"] == [1, 2]
         only = read_header(path).tensors[f"only.{number}"]
-        expected = [[str(path), at, size] for _, at, size in only.chunks(chunk_shape(only, 2))]
+        expected = [
+            [str(path), at, size] for _, at, size in only.chunks(chunk_shape(only, chunks=2))
+        ]
         assert [ref["refs"][f"only.{number}/{i}"] for i in range(len(expected))] == expected
 
 

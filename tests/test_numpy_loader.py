@@ -129,14 +129,14 @@ def test_a_path_is_memory_mapped(numeric: Path) -> None:
 
 
 def test_names(numeric: Path) -> None:
-    arrays = load(numeric, ["f32", "scalar"])
+    arrays = load(numeric, names=["f32", "scalar"])
     assert list(arrays) == ["f32", "scalar"]
     expected = safetensors_numpy.load_file(str(numeric))
     _assert_equal(arrays, {name: expected[name] for name in ("f32", "scalar")})
     stream = load(_Stream(numeric.read_bytes()), names=["u8"])
     _assert_equal(stream, {"u8": expected["u8"]})
     with pytest.raises(KeyError, match="no tensor 'missing' in the file"):
-        load(numeric, ["f32", "missing"])
+        load(numeric, names=["f32", "missing"])
     with pytest.raises(TypeError, match="not a str"):
         load(numeric, "f32")
 

@@ -489,7 +489,7 @@ def test_a_header_already_read_is_not_read_again(site: Site) -> None:
     from safetensors_header.numpy import load, open_tensors
 
     site.files["m"] = FILE
-    arrays = load(site.url("m"), ["bias"], header=HEADER)
+    arrays = load(site.url("m"), names=["bias"], header=HEADER)
     assert np.array_equal(arrays["bias"], TENSORS["bias"])
     assert np.array_equal(
         open_tensors(site.url("m"), header=HEADER)["embed"][3], TENSORS["embed"][3]

@@ -295,7 +295,7 @@ def test_chunked_virtual_arrays(numeric: tuple[Path, dict[str, Any]], chunks: An
     vds = open_virtual_dataset(path.as_uri(), registry=_registry(), parser=parser)
     for name in expected:
         info = header.tensors[name]
-        sizes = chunk_shape(info, chunks)
+        sizes = chunk_shape(info, chunks=chunks)
         manifest = vds[node_name(name)].data.manifest
         assert vds[node_name(name)].data.metadata.chunks == sizes
         if info.numel:

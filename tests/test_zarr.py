@@ -423,7 +423,7 @@ def test_chunked_references_read_back_through_zarr_and_xarray(
     for name, array in expected.items():
         info = header.tensors[name]
         node = node_name(name)
-        sizes = chunk_shape(info, chunks)
+        sizes = chunk_shape(info, chunks=chunks)
         z = group[node]
         assert z.chunks == tuple(max(size, 1) for size in sizes)
         # One reference per chunk of the grid: the tensor's bytes cut in equal pieces.
@@ -473,9 +473,9 @@ def test_chunked_exotic_dtypes_read_back_as_ml_dtypes(tmp_path: Path, zarr_forma
         else:
             assert tensors[name].shape == shape
             assert tensors[name].dtype == getattr(ml_dtypes, DTYPES[dtype].ml_dtypes or "")
-    assert read_tensors(group, ["bf16"])["bf16"].dtype == ml_dtypes.bfloat16
+    assert read_tensors(group, names=["bf16"])["bf16"].dtype == ml_dtypes.bfloat16
     with pytest.raises(KeyError, match="no tensor named 'nope'"):
-        read_tensors(group, ["nope"])
+        read_tensors(group, names=["nope"])
 
 
 @pytest.mark.parametrize(

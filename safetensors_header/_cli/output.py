@@ -10,6 +10,8 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 
+from .._diagnose import cut, listed
+
 __all__ = ["PROG", "STDIN", "Output", "columns", "count", "cut", "listed", "shown_source"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -27,9 +29,6 @@ _STDIN_SHOWN: Final = "<stdin>"
 
 
 _NARROWEST: Final = 12  # a column cut to fit the terminal keeps at least this many characters
-
-
-_LISTED_FILES: Final = 5  # file names a message about a directory lists
 
 
 # The characters a line is checked for: anything but printable ASCII. Printable ones (é, emoji)
@@ -188,11 +187,6 @@ class Output:
             return 80
 
 
-def cut(text: str, limit: int) -> str:
-    """At most `limit` characters: a longer `text` ends in "..."."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def count(number: int, noun: str) -> str:
     """``1 file``, ``2 files``, ``1,000 files``."""
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
@@ -283,9 +277,3 @@ def _cut_cells(
 
 def shown_source(source: str) -> str:
     return _STDIN_SHOWN if source == STDIN else source
-
-
-def listed(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:_LISTED_FILES])
-    more = len(names) - _LISTED_FILES
-    return shown + (f" and {more:,} more" if more > 0 else "")

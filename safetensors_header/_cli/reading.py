@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from .._errors import HeaderError
 from .._header import Header, TensorInfo
 from .._sources import kind_of, read_header
-from .output import PROG, STDIN, count, listed
+from .output import PROG, STDIN
 
 __all__ = ["Failure", "Read", "failure_of", "header_bytes", "read_source"]
 
@@ -173,15 +173,14 @@ def read_source(source: str, command: str) -> Read:
 
 
 def _read_checkpoint(source: str, command: str) -> Read:
-    from .._checkpoint import INDEX_NAMES, SINGLE_NAMES, read_checkpoint
+    from .._checkpoint import directory_entry, no_entry, read_checkpoint
 
     if _is_remote(source) or not os.path.isdir(source):
         return Read(source, checkpoint=read_checkpoint(source))
-    with os.scandir(source) as entries:
-        names = sorted(entry.name for entry in entries if entry.is_file())
-    picked = next((name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names), None)
+    picked, names = directory_entry(source)
     if picked is None:
-        raise _no_checkpoint(source, names, command)
+        hint = _what_to_run(source, names, command)
+        raise failure_of(no_entry(source, names), source, hint=hint)
     checkpoint = read_checkpoint(source)
     others = [
         name
@@ -193,43 +192,23 @@ def _read_checkpoint(source: str, command: str) -> Read:
     return Read(source, checkpoint=checkpoint, other_files=others)
 
 
-def _no_checkpoint(folder: str, names: list[str], command: str) -> Failure:
-    """What a directory without a checkpoint holds, and what to run instead."""
+def _what_to_run(folder: str, names: list[str], command: str) -> str | None:
+    """For a directory without a checkpoint: the command that reads what it holds."""
     import shlex
 
-    from .._checkpoint import INDEX_NAMES, SINGLE_NAMES
-
-    wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names)"
     indexes = [name for name in names if name.endswith(".safetensors.index.json")]
     files = [name for name in names if name.endswith(".safetensors")]
     run = f"{PROG} {command}"
     if indexes:
-        path = shlex.quote(os.path.join(folder, indexes[0]))
-        return failure_of(
-            FileNotFoundError(
-                errno.ENOENT, f"{wanted} in the directory; it holds the index {listed(indexes)}"
-            ),
-            folder,
-            hint=f"name the index: {run} {path}",
-        )
+        return f"name the index: {run} {shlex.quote(os.path.join(folder, indexes[0]))}"
+    if command == "diff" and len(files) > 1:
+        pair = " ".join(shlex.quote(os.path.join(folder, name)) for name in files[:2])
+        return f"name two of them: {run} {pair}"
+    if len(files) == 1:
+        return f"name the file: {run} {shlex.quote(os.path.join(folder, files[0]))}"
     if files:
-        if command == "diff" and len(files) > 1:
-            pair = " ".join(shlex.quote(os.path.join(folder, name)) for name in files[:2])
-            hint = f"name two of them: {run} {pair}"
-        elif len(files) == 1:
-            hint = f"name the file: {run} {shlex.quote(os.path.join(folder, files[0]))}"
-        else:
-            hint = f"name the files: {run} {shlex.quote(folder)}/*.safetensors"
-        held = f"it holds {count(len(files), 'safetensors file')}: {listed(files)}"
-        return failure_of(
-            FileNotFoundError(errno.ENOENT, f"{wanted} in the directory; {held}"),
-            folder,
-            hint=hint,
-        )
-    holds = f" (it holds {listed(names)})" if names else " (it is empty)"
-    return failure_of(
-        FileNotFoundError(errno.ENOENT, f"no safetensors file in the directory{holds}"), folder
-    )
+        return f"name the files: {run} {shlex.quote(folder)}/*.safetensors"
+    return None
 
 
 def header_bytes(read: Read, name: str, header: Header) -> bytes:
