@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any, Protocol
 
-    class _Checkpoint(Protocol):
-        # A Checkpoint: a shard for each tensor.
+    class Checkpoint(Protocol):
+        # What read_tensor needs of a `Checkpoint`: a shard for each tensor.
         weight_map: Mapping[str, str]
         shards: Mapping[str, SafetensorsFile]
 
@@ -310,7 +310,7 @@ def read_ranges(
 
 
 def read_tensor(
-    source: Source | _Checkpoint,
+    source: Source | Checkpoint,
     tensor: str | TensorInfo,
     /,
     key: object = None,

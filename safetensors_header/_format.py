@@ -19,7 +19,8 @@ from ._errors import HeaderError
 
 __all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
 __all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]
-__all__ += ["header_end", "header_past_the_end", "header_too_large", "header_too_small"]
+__all__ += ["header_end", "header_length", "header_past_the_end", "header_too_large"]
+__all__ += ["header_too_small"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -187,6 +188,11 @@ def bytes_needed(
     raise length_fault(prefix, file_size, max_header_size)
 
 
+def header_length(prefix: Buffer) -> int:
+    """N, the header's length: the first 8 bytes, an unsigned little-endian integer (§1.1)."""
+    return int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+
+
 def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int | None:
     """``8 + N`` when `prefix` opens with a sound length prefix, else ``None``.
 
@@ -195,7 +201,7 @@ def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int |
     The one home of the length rules' common case; `length_fault` tells the faults apart.
     """
     if len(prefix) >= HEADER_LENGTH_SIZE:
-        header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+        header_size = header_length(prefix)
         stop = HEADER_LENGTH_SIZE + header_size
         if header_size <= max_header_size and (bound is None or stop <= bound):
             return stop
@@ -244,7 +250,7 @@ def header_too_large(
     prefix: bytes | bytearray | memoryview, max_header_size: int
 ) -> HeaderError | None:
     """§1.4: N above the limit, checked before the file's size."""
-    header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+    header_size = header_length(prefix)
     if header_size <= max_header_size:
         return None
     return _fault(
@@ -261,7 +267,7 @@ def header_past_the_end(
 ) -> HeaderError | None:
     """§1.5: the header, 8 + N bytes, must end within the file. (`whole`: `prefix` was taken
     for the whole file; 8 + N bytes would have done.)"""
-    header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
+    header_size = header_length(prefix)
     stop = HEADER_LENGTH_SIZE + header_size
     if stop <= size:
         return None

@@ -79,7 +79,7 @@ class TensorInfo:
         them, e.g. ``numpy.s_[:, 128:256]``); touching ranges are merged, and joining the
         bytes of the ranges in list order gives ``tensor[key]`` in C order. Raises
         IndexError (out of range), TypeError (an unsupported key) and ValueError (a sub-byte
-        dtype cut inside a byte); see ``safetensors_header._geometry.byte_ranges``.
+        dtype cut inside a byte).
         """
         from ._geometry import byte_ranges  # on first use: the import stays cheap
 
@@ -146,8 +146,8 @@ class TensorTable(Mapping[str, TensorInfo]):
     of them leaves nothing for the garbage collector. Entries are equal from one access to
     the next, not necessarily the same object.
 
-    The index from names to rows is built on the ``_SCANS + 1``-th lookup by name: until
-    then a lookup scans the names, which costs a small fraction of building the index, so
+    The index from names to rows is built on the ninth lookup by name: until then a lookup
+    scans the names, which costs a small fraction of building the index, so
     that reading one tensor's entry of a large header pays for neither.
     """
 

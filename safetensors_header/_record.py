@@ -79,8 +79,8 @@ def frozen_record(*, uncompared: Iterable[str] = (), public: bool = True) -> Cal
             "__eq__": __eq__,
             "__hash__": __hash__,
             "__replace__": __replace__,
-            "__setattr__": _refuse_assignment,
-            "__delattr__": _refuse_deletion,
+            "__setattr__": __setattr__,
+            "__delattr__": __delattr__,
             "__match_args__": names,
         }
         if "__reduce__" not in vars(cls):
@@ -111,13 +111,14 @@ def _returning(value: object) -> Callable[[], object]:
     return factory
 
 
-def _refuse_assignment(self: object, name: str, value: object) -> None:
+# Named as the methods they become, for help() and tracebacks.
+def __setattr__(self: object, name: str, value: object) -> None:
     from dataclasses import FrozenInstanceError  # only on this error
 
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
-def _refuse_deletion(self: object, name: str) -> None:
+def __delattr__(self: object, name: str) -> None:
     from dataclasses import FrozenInstanceError
 
     raise FrozenInstanceError(f"cannot delete field {name!r}")

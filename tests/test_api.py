@@ -376,3 +376,15 @@ def test_reprs_are_compact(tmp_path: Path) -> None:
     single = safetensors_header.read_checkpoint(tmp_path / "one")
     assert repr(single) == "<Checkpoint 1 file, 3 tensors>"
     assert repr(read_header(FILE)).startswith("<Header 3 tensors, header_size=")
+
+
+def test_help_shows_no_private_path() -> None:
+    import pydoc
+    import re
+
+    text = pydoc.render_doc(safetensors_header, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    contents = text.split("PACKAGE CONTENTS", 1)[1].split("CLASSES", 1)
+    # pydoc lists every module of a package; below that list, nothing private is named
+    # (but dataclasses' own _DataclassParams, as for any dataclass).
+    private = set(re.findall(r"safetensors_header\._\w+|(?<![\w.])_[A-Za-z]\w*", contents[1]))
+    assert private <= {"_DataclassParams"}
