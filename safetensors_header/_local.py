@@ -178,20 +178,6 @@ class PathFile(RangeFile):
             raise
         return descriptor
 
-    def header(self, limit: int) -> Header:
-        """The file's header (`read_path`'s way, its identity pinned)."""
-        descriptor = self.open_checked()
-        try:
-            if self.seekable and self.size is not None:
-                header = header_at(descriptor, self.size, limit)
-                if header is not None:
-                    return header
-        finally:
-            os.close(descriptor)
-        from ._options import Clock
-
-        return header_of(self, limit, Clock(None))
-
     def prepare(self) -> None:
         if self.identity is None:
             os.close(self.open_checked())  # learns the size and whether it can seek

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,15 @@ def test_no_circle() -> None:
     for module in MODULES:
         if module not in state:
             visit(module, [module])
+
+
+def test_the_architecture_page_lists_every_top_module_in_its_layer() -> None:
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([\w.]+)` \| (\w+) \|", page, flags=re.MULTILINE))
+    top = {module for module in MODULES if "." not in module}
+    assert top <= set(rows), f"add to docs/architecture.md: {sorted(top - set(rows))}"
+    assert set(rows) <= set(MODULES), f"not modules: {sorted(set(rows) - set(MODULES))}"
+    assert {module: NAMES[LAYERS[module]] for module in rows} == rows
 
 
 @pytest.mark.parametrize("module", MODULES)

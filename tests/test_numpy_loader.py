@@ -138,7 +138,7 @@ def test_names(numeric: Path) -> None:
     with pytest.raises(KeyError, match="no tensor 'missing' in the file"):
         load(numeric, names=["f32", "missing"])
     with pytest.raises(TypeError, match="not a str"):
-        load(numeric, "f32")
+        load(numeric, names="f32")
 
 
 def test_exotic_dtypes_through_ml_dtypes() -> None:
@@ -165,7 +165,7 @@ def test_exotic_dtypes_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes now fails
     with pytest.raises(TypeError, match="dtype BF16 needs ml_dtypes"):
         load(EXOTIC)
-    _assert_equal(load(EXOTIC, ["f32"]), {"f32": np.frombuffer(EXOTIC[-4:], "<f4")})
+    _assert_equal(load(EXOTIC, names=["f32"]), {"f32": np.frombuffer(EXOTIC[-4:], "<f4")})
 
 
 @pytest.mark.parametrize("dtype", ["F4", "F6_E2M3", "F6_E3M2"])
