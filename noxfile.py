@@ -1,7 +1,7 @@
 """The test matrix: every supported CPython, the oldest and the newest optional libraries, lint.
 
     nox -s tests            # tests on 3.10, 3.11, 3.12 and 3.13
-    nox -s tests-3.11       # one of them; 3.11 is the main session (README command + coverage)
+    nox -s tests-3.12       # one of them; 3.12 is the main session (README command + coverage)
     nox -s oldest newest    # the lowest versions pyproject.toml allows, and the newest releases
     nox -s lint             # mypy --strict, ruff check, ruff format --check
 
@@ -20,7 +20,9 @@ import nox
 from packaging.requirements import Requirement
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-MAIN = "3.11"  # the README's test command and the coverage gate run here
+# The README's test command and the coverage gates run here: the oldest Python on which every
+# extra installs, so that every module of the package is measured.
+MAIN = "3.12"
 OLDEST_PYTHON = "3.12"  # the oldest Python on which every extra installs (icechunk 2 needs 3.12)
 NEWEST_PYTHON = PYTHONS[-1]
 PROJECT = "safetensors_header"
@@ -121,24 +123,19 @@ def tests(session: nox.Session) -> None:
         if session.posargs:  # a part of the suite cannot cover the whole core
             session.log("coverage gate skipped: pytest was given arguments")
             return
-        # The sans-IO core must stay at 100 % branch coverage.
-        session.run(
-            "python",
-            "-m",
-            "coverage",
-            "report",
-            "--include=safetensors_header/_parser.py",
-            "--fail-under=100",
-        )
-        # The command line is tested in subprocesses: this fails if they are no longer measured.
-        session.run(
-            "python",
-            "-m",
-            "coverage",
-            "report",
-            "--include=safetensors_header/_cli/*",
-            "--fail-under=90",
-        )
+        # Branch coverage: the whole package at 95 % or more, the parser at 100 %, and the
+        # command line (tested in subprocesses) at 90 %: that fails if they are no longer
+        # measured.
+        for include, floor in (("*", "95"), ("_parser/*", "100"), ("_cli/*", "90")):
+            session.run(
+                "python",
+                "-m",
+                "coverage",
+                "report",
+                f"--include=safetensors_header/{include}",
+                f"--fail-under={floor}",
+                "--precision=1",
+            )
     else:
         session.install("-e", ".[test]")
         _report_versions(session)

@@ -136,8 +136,11 @@ class Options:
         return (_rebuilt, (values,))
 
     def __repr__(self) -> str:
+        # Headers may hold credentials: their names only.
         shown = ", ".join(
-            f"{name}={'<...>' if name == 'headers' and self.headers else getattr(self, name)!r}"
+            f"{name}=<{', '.join(map(str, self.headers))}>"
+            if name == "headers" and self.headers
+            else f"{name}={getattr(self, name)!r}"
             for name in self.__slots__
         )
         return f"Options({shown})"

@@ -37,7 +37,7 @@ def field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def frozen_record(*, uncompared: Iterable[str] = (), public: bool = True) -> Callable[[_R], _R]:
+def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
     """Make a class a frozen dataclass, as described in this module's docstring.
 
     Added: ``__eq__`` and ``__hash__`` over the fields (except those in `uncompared`, as a
@@ -45,8 +45,8 @@ def frozen_record(*, uncompared: Iterable[str] = (), public: bool = True) -> Cal
     ``__reduce__`` (the fields, to ``__init__``; Python 3.10's frozen slotted dataclasses
     cannot pickle without one) unless the class has its own, an ``__setattr__`` and
     ``__delattr__`` that raise ``dataclasses.FrozenInstanceError``, and the dataclass
-    metadata (made on first use). A `public` record says it lives where users find it, at
-    the package's top level (for help(), reprs and pickles by reference).
+    metadata (made on first use). The record says it lives where users find it, at the
+    package's top level (for help(), reprs and pickles by reference).
     """
     skipped = frozenset(uncompared)
 
@@ -88,8 +88,7 @@ def frozen_record(*, uncompared: Iterable[str] = (), public: bool = True) -> Cal
         added.update({name: _DataclassMetadata(cls, name, skipped) for name in _METADATA})
         for attribute, value in added.items():
             setattr(cls, attribute, value)
-        if public:
-            cls.__module__ = _PACKAGE
+        cls.__module__ = _PACKAGE
         return cls
 
     return make

@@ -772,3 +772,11 @@ def test_subclasses_of_records_are_dataclasses_as_a_dataclass_subclass_is() -> N
     info = TensorInfo("a", "U8", (1,), 8, 9, 8)
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'name'"):
         del info.name  # type: ignore[misc]
+
+
+def test_the_table_of_readers() -> None:
+    assert [reader.name for reader in _parser.READERS] == ["compact", "canonical", "json"]
+    assert repr(_parser.reader("canonical")) == "<Reader 'canonical' from 2,048 characters>"
+    assert [reader.uses_json for reader in _parser.READERS] == [False, False, True]
+    with pytest.raises(KeyError, match="fast"):
+        _parser.reader("fast")

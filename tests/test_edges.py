@@ -1,0 +1,88 @@
+"""Small edges of the helpers every layer shares: options, records, files beside a source."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+import safetensors_header
+from safetensors_header._options import Options
+from safetensors_header._record import frozen_record, set_fields
+from safetensors_header._sources import sibling
+
+
+def test_options_check_their_values_and_hide_headers() -> None:
+    with pytest.raises(TypeError, match="retries must be an int, not bool"):
+        Options(retries=True)
+    with pytest.raises(TypeError, match="max_workers must be an int, not float"):
+        Options(max_workers=2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="first_read must be at least 8 \\(the length prefix\\)"):
+        Options(first_read=7)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        Options(timeout=float("nan"))
+    assert Options(timeout=float("inf")).timeout is None
+    options = Options(headers={"Authorization": "Bearer secret"}, storage_options={"anon": True})
+    assert "secret" not in repr(options)
+    assert repr(options).startswith("Options(headers=<Authorization>, timeout=10.0")
+    again = pickle.loads(pickle.dumps(options))
+    assert repr(again) == repr(options)
+    assert dict(again.headers or {}) == {"Authorization": "Bearer secret"}
+    assert Options.of({"timeout": 3.0, "unrelated": 1}).timeout == 3.0
+
+
+@pytest.mark.parametrize(
+    ("source", "beside"),
+    [
+        ("https://host/a/b/model.safetensors?x=1", "https://host/a/b/shard.safetensors"),
+        ("s3://bucket/a/model.safetensors", "s3://bucket/a/shard.safetensors"),
+        (os.path.join("a", "b", "model.safetensors"), os.path.join("a", "b", "shard.safetensors")),
+        (Path("a") / "model.safetensors", os.path.join("a", "shard.safetensors")),
+    ],
+)
+def test_the_file_beside_a_source(source: object, beside: object) -> None:
+    assert sibling(source, "shard.safetensors") == beside  # type: ignore[arg-type]
+
+
+def test_the_file_beside_a_store_path_and_nothing_beside_bytes() -> None:
+    class Store:
+        def get_range(self) -> None: ...
+        def get(self) -> None: ...
+
+    store = Store()
+    assert sibling((store, "a/b/model.safetensors"), "s.safetensors") == (
+        store,
+        "a/b/s.safetensors",
+    )  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="has no files beside it"):
+        sibling(b"bytes", "s.safetensors")
+
+
+def test_a_record_names_only_its_fields() -> None:
+    class Point:
+        __slots__ = ("x", "y")
+        x: int
+        y: int
+
+        def __init__(self, x: int, y: int = 0) -> None:
+            set_fields(self, Point, (x, y))
+
+    with pytest.raises(TypeError, match=r"Point has no fields \['z'\]"):
+        frozen_record(uncompared=("z",))(Point)
+    record = frozen_record(uncompared=("y",))(Point)
+    assert record(1, 2) == record(1, 3)
+    assert [field.default for field in dataclasses.fields(record)] == [dataclasses.MISSING, 0]
+    if sys.version_info >= (3, 13):
+        assert copy.replace(record(1, 2), y=5).y == 5  # type: ignore[attr-defined]
+    assert record(1, 2).__replace__(x=4) == record(4, 0)  # type: ignore[attr-defined]
+
+
+def test_a_checkpoints_default_shards_are_empty() -> None:
+    field = dataclasses.fields(safetensors_header.Checkpoint)[-1]
+    assert field.name == "shards"
+    assert dict(field.default_factory()) == {}  # type: ignore[misc]
