@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from ._checkpoint import Checkpoint, read_checkpoint
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
+    from ._hashes import TensorHashes, hash_tensors, verify_tensors
+    from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
     from ._writer import update_metadata, write_file
 
-# The audit, the checkpoint reader, the data path and the writer load on first use, so
-# that reading one header (and the command line's cold start) pays only for the core. The
-# adapters are submodules, imported by name: safetensors_header.numpy, .zarr, .virtualizarr,
-# .icechunk and .awkward.
+# The audit, the checkpoint reader, the data path, read plans, hashes and the writer load
+# on first use, so that reading one header (and the command line's cold start) pays only for
+# the core. The adapters are submodules, imported by name: safetensors_header.numpy, .zarr,
+# .virtualizarr, .icechunk and .awkward.
 _LAZY = {
     "FINDING_KINDS": "_audit",
     "Finding": "_audit",
@@ -40,6 +42,15 @@ _LAZY = {
     "open_file": "_fetch",
     "read_ranges": "_fetch",
     "read_tensor": "_fetch",
+    "TensorHashes": "_hashes",
+    "hash_tensors": "_hashes",
+    "verify_tensors": "_hashes",
+    "PlannedTensor": "_plan",
+    "ReadPlan": "_plan",
+    "Split": "_plan",
+    "plan_reads": "_plan",
+    "split_tensors": "_plan",
+    "TENSOR_PARALLEL": "_plan",
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
@@ -67,28 +78,37 @@ __all__ = [
     "FINDING_KINDS",
     "KINDS",
     "MAX_HEADER_SIZE",
+    "TENSOR_PARALLEL",
     "Checkpoint",
     "Dtype",
     "DtypeTotal",
     "Finding",
     "Header",
     "HeaderError",
+    "PlannedTensor",
+    "ReadPlan",
     "RemoteError",
     "SafetensorsFile",
     "Source",
+    "Split",
+    "TensorHashes",
     "TensorInfo",
     "TensorTable",
     "__version__",
     "audit_header",
     "bytes_needed",
     "encode_header",
+    "hash_tensors",
     "open_file",
     "parse_header",
+    "plan_reads",
     "read_checkpoint",
     "read_header",
     "read_ranges",
     "read_tensor",
+    "split_tensors",
     "update_metadata",
+    "verify_tensors",
     "write_file",
 ]
 

@@ -29,7 +29,7 @@ from ._record import frozen_record, set_fields
 from ._sources import kind_of, open_source
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
-__all__ += ["by_dtype", "directory_entry", "no_entry", "read_checkpoint"]
+__all__ += ["by_dtype", "directory_entry", "files_of", "no_entry", "read_checkpoint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -292,6 +292,28 @@ def read_checkpoint(
         for (name, header), file in zip(files.items(), shard_files, strict=True)
     }
     return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
+
+
+def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
+    """The files of what a reader of several files was given, each opened, by name.
+
+    A `Checkpoint`: its shards, by their names. A `SafetensorsFile`: itself (named
+    ``None``). A checkpoint's directory or index (a path, or a URL or object path ending
+    in ``.json``): read with `read_checkpoint`, its shards. Anything else: opened with
+    `open_file`, named ``None``.
+    """
+    if isinstance(source, Checkpoint):
+        return list(source.shards.items())
+    if isinstance(source, SafetensorsFile):
+        return [(None, source)]
+    path = source[1] if isinstance(source, tuple) else source
+    if isinstance(path, (str, os.PathLike)) and (
+        os.fspath(path).endswith(".json") or (kind_of(source) == "path" and os.path.isdir(path))
+    ):
+        return list(read_checkpoint(source).shards.items())
+    from ._fetch import open_file
+
+    return [(None, open_file(source))]
 
 
 def _file_name(source: object) -> str:

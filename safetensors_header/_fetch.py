@@ -22,7 +22,8 @@ from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, O
 from ._rangefile import allocate, changed, header_of
 from ._sources import kind_of, open_source
 
-__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_ranges", "read_tensor"]
+__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_planned", "read_ranges"]
+__all__ += ["read_tensor"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
         shards: Mapping[str, SafetensorsFile]
 
     from ._header import Header, TensorInfo
-    from ._rangefile import RangeFile
+    from ._rangefile import RangeFile, Read
     from ._sources import Source
 
 
@@ -394,6 +395,12 @@ def _read(
     if not any(length for _, length in wanted):
         return [memoryview(b"") for _ in wanted] if buffers is None else buffers
     return file.read_ranges(wanted, clock, gap=gap, into=buffers)
+
+
+def read_planned(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
+    """The requests of a read plan, as they are, into their segments (`_plan`)."""
+    if reads:
+        file._range_file.read_into(reads, clock)
 
 
 def _refuse_a_stream(file: RangeFile) -> None:

@@ -28,6 +28,7 @@ from typing import SupportsIndex
 from ._format import DTYPE_BITS
 
 __all__ = ["auto_chunk_shape", "byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks"]
+__all__ += ["selected"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -228,16 +229,23 @@ def byte_ranges(tensor: Placed, key: object, /) -> list[tuple[int, int]]:
         ValueError: A slice step of zero; or a sub-byte dtype (``F4``, ``F6_*``) where a
             range would start or end inside a byte.
     """
+    return selected(tensor, key)[0]
+
+
+def selected(tensor: Placed, key: object, /) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
+    """`byte_ranges` of ``tensor[key]``, and the shape of ``tensor[key]`` (numpy's: the
+    dimensions indexed by an int are dropped)."""
     shape = tensor.shape
-    selection = _select(tensor.name, shape, key)
+    selection, kept = _select(tensor.name, shape, key)
+    result = tuple(len(selection[axis]) for axis in kept)
     if any(len(r) == 0 for r in selection):
-        return []
-    runs = _runs(shape, selection)
-    return _to_bytes(tensor, runs)
+        return [], result
+    return _to_bytes(tensor, _runs(shape, selection)), result
 
 
-def _select(name: str, shape: tuple[int, ...], key: object) -> list[range]:
-    """One `range` of indices per dimension, in the order numpy visits them."""
+def _select(name: str, shape: tuple[int, ...], key: object) -> tuple[list[range], list[int]]:
+    """One `range` of indices per dimension, in the order numpy visits them; and the axes
+    that stay in the result (those not indexed by an int)."""
     items = key if isinstance(key, tuple) else (key,)
     if any(item is None for item in items):
         raise TypeError(
@@ -259,10 +267,11 @@ def _select(name: str, shape: tuple[int, ...], key: object) -> list[range]:
         items = (*items[:at], *whole, *items[at + 1 :])
     else:
         items = (*items, *whole)
-    return [
+    selection = [
         _dimension(name, axis, size, item)
         for axis, (size, item) in enumerate(zip(shape, items, strict=True))
     ]
+    return selection, [axis for axis, item in enumerate(items) if isinstance(item, slice)]
 
 
 def _dimension(name: str, axis: int, size: int, item: object) -> range:

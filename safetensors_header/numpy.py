@@ -24,9 +24,11 @@ from ._fetch import SafetensorsFile, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
 from ._options import RETRIES, WORKERS, Options
+from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
 from ._sources import Source, kind_of
 
-__all__ = ["LazyTensor", "Tensors", "load", "numpy_dtype", "open_tensors"]
+__all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "numpy_dtype"]
+__all__ += ["open_tensors"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -274,6 +276,53 @@ class LazyTensor:
 
     def __repr__(self) -> str:
         return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.shape)}>"
+
+
+def load_plan(plan: ReadPlan, /, *, timeout: float | None = None) -> dict[str, NDArray[Any]]:
+    """Execute a `ReadPlan`: each tensor's selection as an array, by name.
+
+    The arrays have the tensors' dtypes (see `numpy_dtype`) and the selections' shapes; each
+    wraps the buffer its bytes were read into (no copy). Raises as `ReadPlan.read`, and
+    TypeError for a dtype numpy cannot hold (checked before anything is read).
+    """
+    dtypes = {tensor.name: numpy_dtype(tensor.dtype) for tensor in plan.tensors}
+    buffers = plan.read(timeout=timeout)
+    return {
+        tensor.name: np.frombuffer(buffers[tensor.name], dtypes[tensor.name]).reshape(tensor.shape)
+        for tensor in plan.tensors
+    }
+
+
+def load_rank(
+    source: Any,
+    /,
+    rank: int,
+    world: int,
+    *,
+    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
+    default_axis: int | None = 0,
+    max_over_read: float = 0.25,
+    max_requests: int | None = None,
+    timeout: float | None = None,
+) -> dict[str, NDArray[Any]]:
+    """Rank `rank` of `world`'s part of every tensor of a file or a checkpoint, as arrays.
+
+    Each tensor is split as ``numpy.array_split(tensor, world, axis)[rank]`` along the axis
+    `axes` names for it (see `split_tensors`; the default is Megatron's tensor-parallel
+    layout), and only those bytes are read (with at most `max_over_read` more, and at most
+    `max_requests` requests per file: see `plan_reads`).
+
+    Args:
+        source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
+            (a path or a URL ending in ``.json``), or any source `open_file` takes.
+    """
+    plan = plan_reads(
+        source,
+        split_tensors(rank, world, axes=axes, default_axis=default_axis),
+        max_over_read=max_over_read,
+        max_requests=max_requests,
+    )
+    return load_plan(plan, timeout=timeout)
 
 
 def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:

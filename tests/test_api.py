@@ -68,6 +68,15 @@ def test_public_names() -> None:
         "read_tensor",
         "open_file",
         "SafetensorsFile",
+        "plan_reads",
+        "ReadPlan",
+        "PlannedTensor",
+        "Split",
+        "split_tensors",
+        "TENSOR_PARALLEL",
+        "hash_tensors",
+        "verify_tensors",
+        "TensorHashes",
     }
     assert MAX_HEADER_SIZE == 100_000_000
 
@@ -170,8 +179,20 @@ def test_user_built_values() -> None:
         read_header(FILE),
         safetensors_header.Finding("Padding", "the header is padded with tabs"),
         safetensors_header.read_checkpoint(Path(__file__).parent / "data" / "tiny.safetensors"),
+        safetensors_header.Split(1, 4, axis=1),
+        safetensors_header.PlannedTensor("w", None, "F32", (2, 2), ((8, 8), (24, 8))),
+        safetensors_header.TensorHashes("sha256", {"w": "0" * 64}, "1" * 64),
     ],
-    ids=["TensorInfo", "DtypeTotal", "Header", "Finding", "Checkpoint"],
+    ids=[
+        "TensorInfo",
+        "DtypeTotal",
+        "Header",
+        "Finding",
+        "Checkpoint",
+        "Split",
+        "Planned",
+        "Hashes",
+    ],
 )
 def test_records_are_frozen_dataclasses(value: object) -> None:
     # Made without importing dataclasses (import cost); dataclasses sees them as its own.
@@ -195,7 +216,8 @@ def test_records_are_frozen_dataclasses(value: object) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         value.other = 1  # type: ignore[attr-defined]
     assert cls.__module__ == "safetensors_header"
-    if cls not in {Header, safetensors_header.Checkpoint}:  # mappings: no as*() nor deepcopy
+    if cls not in {Header, safetensors_header.Checkpoint, safetensors_header.TensorHashes}:
+        # (records of mappings: no as*() nor deepcopy, no hash)
         assert dataclasses.astuple(value) == values  # type: ignore[call-overload]
         assert dataclasses.asdict(value) == dict(zip(names, values, strict=True))  # type: ignore[call-overload]
         assert copy.deepcopy(value) == value

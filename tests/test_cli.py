@@ -187,6 +187,7 @@ def test_validate_json(tmp_path: Path) -> None:
         "findings": [],
         "problems": [],
         "other_files": [],
+        "hashes": None,
     }
     assert wrong["valid"] is False
     assert wrong["error"]["kind"] == "TensorInvalidInfo"

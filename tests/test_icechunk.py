@@ -215,7 +215,7 @@ def test_zero_size_tensors_are_written_on_every_virtualizarr(
             vds.vz.to_icechunk(repository.writable_session("main").store)
     st_icechunk.commit_virtual(repository, vds, "with the empty tensor")
     store = st_icechunk.open_store(storage, st_icechunk.url_prefixes(vds))
-    assert read_tensors(zarr.open_group(store, mode="r"), ["empty"])["empty"].shape == (0, 3)
+    assert read_tensors(zarr.open_group(store, mode="r"), names=["empty"])["empty"].shape == (0, 3)
 
 
 def test_a_checkpoint_index_to_one_repository(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ MEMBERS = [
         "_record",
     ],
     ["_options", "_rangefile", "_local", "_replace", "_http", "_stores", "_sources"],
-    ["_fetch", "_checkpoint", "_writer"],
+    ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer"],
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
 ]
 LAYERS = {module: rank for rank, names in enumerate(MEMBERS) for module in names}

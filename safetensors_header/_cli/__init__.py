@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .inspect import inspect_sources as command
         elif args.command == "validate":
             from .validate import validate_sources as command
+        elif args.command == "hash":
+            from .hash import hash_sources as command
         else:
             from .diff import diff_sources as command
         status = command(args, out, err)

@@ -9,7 +9,8 @@ import argparse
 
 from .._errors import HeaderError
 from .documents import finding_document
-from .output import Output, count, listed, shown_source
+from .hash import hashes_of, load_manifests
+from .output import PROG, Output, count, listed, shown_source
 from .reading import Failure, Read, failure_of, header_bytes, read_source
 
 __all__ = ["validate_sources"]
@@ -17,6 +18,7 @@ __all__ = ["validate_sources"]
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from .._audit import Finding
+    from .._hashes import TensorHashes
 
 
 class _Verdict:
@@ -30,10 +32,11 @@ class _Verdict:
         self.findings: list[Finding] = []  # of the strict audit
         self.problems: list[Finding] = []  # of a checkpoint: warnings, failures when strict
         self.other_files: list[str] = []
+        self.hashes: dict[str, str] | None = None  # with --hashes: tensor -> how it differs
 
     @property
     def valid(self) -> bool:
-        if self.failure is not None or self.findings:
+        if self.failure is not None or self.findings or self.hashes:
             return False
         return not (self.strict and self.problems)
 
@@ -46,6 +49,7 @@ class _Verdict:
             "findings": [finding_document(finding) for finding in self.findings],
             "problems": [finding_document(problem) for problem in self.problems],
             "other_files": self.other_files,
+            "hashes": self.hashes,
         }
 
     def lines(self) -> list[str]:
@@ -56,6 +60,8 @@ class _Verdict:
         warnings = [] if self.strict else self.problems
         if strict:
             first = f"{where}: strict: {count(len(strict), 'finding')}"
+        elif self.hashes:
+            first = f"{where}: hashes: {count(len(self.hashes), 'tensor')} not as the manifest says"
         else:
             first = f"{where}: ok ({count(self.tensors or 0, 'tensor')})"
             if warnings:
@@ -64,6 +70,7 @@ class _Verdict:
             first,
             *(f"{where}: strict: {finding.kind}: {finding.message}" for finding in strict),
             *(f"{where}: warning: {problem.kind}: {problem.message}" for problem in warnings),
+            *(f"{where}: hashes: {name}: {how}" for name, how in (self.hashes or {}).items()),
             *(
                 [f"{where}: note: also in the directory, not read: {listed(self.other_files)}"]
                 if self.other_files
@@ -73,11 +80,22 @@ class _Verdict:
 
 
 def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
+    manifests: list[tuple[str | None, TensorHashes]] = []
+    if args.hashes is not None:
+        try:
+            manifests = load_manifests(args.hashes)
+        except (OSError, ValueError) as error:
+            err.line(f"{PROG}: --hashes {args.hashes}: not a manifest of hash --json: {error}")
+            return 2
     status = 0
     for source in args.sources:
         verdict = _Verdict(source, strict=args.strict)
         try:
-            _check(verdict, read_source(source, "validate"))
+            read = read_source(source, "validate")
+            _check(verdict, read)
+            if manifests:
+                expected = _manifest_for(source, manifests, args.hashes)
+                verdict.hashes = expected.differences(hashes_of(read, expected.algorithm))
         except Failure as failure:
             verdict.failure = failure
         if not verdict.valid:
@@ -88,6 +106,18 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             for line in verdict.lines():
                 out.line(line)
     return status
+
+
+def _manifest_for(
+    source: str, manifests: list[tuple[str | None, TensorHashes]], path: str
+) -> TensorHashes:
+    """The manifest of a SOURCE: the only one, or the one made from the same path."""
+    if len(manifests) == 1:
+        return manifests[0][1]
+    for where, hashes in manifests:
+        if where == source:
+            return hashes
+    raise Failure("KeyError", f"{path} has no manifest made from {source}")
 
 
 def _check(verdict: _Verdict, read: Read) -> None:

@@ -1,0 +1,489 @@
+"""Read plans: which bytes of which files a loader reads for its share of the tensors.
+
+Layer: services (on the data path).
+
+A tensor-parallel rank needs rows, columns or experts of many tensors in many files. A
+`ReadPlan` says, before a byte is read, which requests go to which file (runs of bytes
+joined across small gaps, cut into the parts the data path sends), how many bytes beyond
+those asked they read, and where every asked byte lands. It is data: printed, compared,
+pickled to the rank that executes it (`ReadPlan.read`), which then makes those requests and
+no others, each byte copied once into its tensor's buffer.
+
+Joining runs trades bytes for requests. Given a bound on each (``max_over_read``, a ratio of
+the bytes asked; ``max_requests``, per file), the gaps are joined smallest first: first while
+the bytes stay within their bound, then as many more as the request bound needs. Joining the
+smallest gaps first reads the fewest extra bytes for any number of requests.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import operator
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from ._checkpoint import files_of
+from ._fetch import SafetensorsFile, read_planned
+from ._geometry import selected
+from ._options import PART_SIZE, Clock
+from ._rangefile import allocate, parts
+from ._record import frozen_record, set_fields
+
+__all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, Final, TypeAlias
+
+    from ._header import TensorInfo
+    from ._rangefile import Read
+
+    #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
+    Selection: TypeAlias = object
+    Selector: TypeAlias = Mapping[str, object] | Callable[[TensorInfo], object]
+
+_SKIP: Final = object()  # a callable's answer for a tensor not read
+
+#: Megatron-style tensor parallelism by name (first match wins): the row-parallel layers
+#: (attention output, MLP down projection) split along their input axis 1, their biases and
+#: every norm whole on each rank; anything else (column-parallel layers, embeddings, the
+#: LM head) split along axis 0 (`split_tensors`' ``default_axis``).
+TENSOR_PARALLEL: Final[Mapping[str, int | None]] = MappingProxyType(
+    {
+        "*norm*": None,
+        "*.o_proj.bias": None,
+        "*.down_proj.bias": None,
+        "*.out_proj.bias": None,
+        "*.dense_4h_to_h.bias": None,
+        "*.attention.dense.bias": None,
+        "*.o_proj.weight": 1,
+        "*.down_proj.weight": 1,
+        "*.out_proj.weight": 1,
+        "*.dense_4h_to_h.weight": 1,
+        "*.attention.dense.weight": 1,
+        "*.fc2.weight": 1,
+        "*.w2.weight": 1,
+        "*.wo.weight": 1,
+    }
+)
+_SHOWN_FILES: Final = 8  # files a plan's summary lists
+
+
+@frozen_record()
+class Split:
+    """Part `rank` of `world` equal parts of a tensor along `axis`, as ``numpy.array_split``
+    cuts it: the first ``size % world`` parts one element longer than the others.
+
+    A tensor of fewer dimensions than ``axis + 1`` (a scalar, a bias split along axis 1) is
+    not split: every rank reads all of it.
+    """
+
+    __slots__ = ("rank", "world", "axis")  # noqa: RUF023 - the fields, in order
+
+    rank: int
+    world: int
+    axis: int
+
+    def __init__(self, rank: int, world: int, axis: int = 0) -> None:
+        rank, world, axis = operator.index(rank), operator.index(world), operator.index(axis)
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError(
+                f"rank must be in 0..world-1 and world 1 or more, not {rank} of {world}"
+            )
+        if axis < 0:
+            raise ValueError(f"axis must be 0 or more, not {axis}")
+        set_fields(self, Split, (rank, world, axis))
+
+    def key(self, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+        """The basic index of this part of a tensor of `shape` (``None``: all of it)."""
+        if self.axis >= len(shape):
+            return None
+        size = shape[self.axis]
+        base, extra = divmod(size, self.world)
+        start = self.rank * base + min(self.rank, extra)
+        stop = start + base + (1 if self.rank < extra else 0)
+        return (*(slice(None),) * self.axis, slice(start, stop))
+
+    def __repr__(self) -> str:
+        return f"Split({self.rank}, {self.world}, axis={self.axis})"
+
+
+@frozen_record()
+class PlannedTensor:
+    """One tensor of a `ReadPlan`: what is read of it, and from where.
+
+    Attributes:
+        name: The tensor's name.
+        file: The file that holds it (a checkpoint's shard name; ``None`` for a single file).
+        dtype: Its dtype, as in the header.
+        shape: The shape of what is read (``tensor[key]``'s).
+        ranges: ``(absolute file offset, length)`` pairs: joined in this order, their bytes
+            are ``tensor[key]`` in C order.
+    """
+
+    __slots__ = ("name", "file", "dtype", "shape", "ranges")  # noqa: RUF023 - the fields, in order
+
+    name: str
+    file: str | None
+    dtype: str
+    shape: tuple[int, ...]
+    ranges: tuple[tuple[int, int], ...]
+
+    def __init__(
+        self,
+        name: str,
+        file: str | None,
+        dtype: str,
+        shape: tuple[int, ...],
+        ranges: tuple[tuple[int, int], ...],
+    ) -> None:
+        set_fields(self, PlannedTensor, (name, file, dtype, shape, ranges))
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes read of the tensor (what lands in its buffer)."""
+        return sum(length for _, length in self.ranges)
+
+    def __repr__(self) -> str:
+        return (
+            f"<PlannedTensor {self.name!r} {self.dtype} {list(self.shape)}, "
+            f"{len(self.ranges):,} range{'' if len(self.ranges) == 1 else 's'}>"
+        )
+
+
+@frozen_record(uncompared=("files",))
+class ReadPlan:
+    """The requests a loader makes for its tensors, and where their bytes land: `plan_reads`.
+
+    Attributes:
+        tensors: The tensors read, in the order of their files and their first byte.
+        requests: ``(file, start, stop)`` of every request, in the order of the files and of
+            the bytes; each is at most ``part_size`` bytes (the data path's parts).
+        files: File name (as in `PlannedTensor.file`) -> the `SafetensorsFile` read: the
+            files as opened, so that a plan read elsewhere (pickled to a rank) reads the very
+            files planned for, checked. Not compared by ``==``.
+    """
+
+    __slots__ = ("tensors", "requests", "files")  # noqa: RUF023 - the fields, in order
+
+    tensors: tuple[PlannedTensor, ...]
+    requests: tuple[tuple[str | None, int, int], ...]
+    files: tuple[tuple[str | None, SafetensorsFile], ...]
+
+    def __init__(
+        self,
+        tensors: tuple[PlannedTensor, ...],
+        requests: tuple[tuple[str | None, int, int], ...],
+        files: tuple[tuple[str | None, SafetensorsFile], ...],
+    ) -> None:
+        set_fields(self, ReadPlan, (tensors, requests, files))
+
+    @property
+    def bytes_asked(self) -> int:
+        """The bytes the tensors' selections hold."""
+        return sum(tensor.nbytes for tensor in self.tensors)
+
+    @property
+    def bytes_read(self) -> int:
+        """The bytes the requests fetch: those asked, and the gaps joined between them."""
+        return sum(stop - start for _, start, stop in self.requests)
+
+    @property
+    def over_read(self) -> float:
+        """``bytes_read / bytes_asked - 1``: 0.0 when nothing but what was asked is read."""
+        asked = self.bytes_asked
+        return self.bytes_read / asked - 1 if asked else 0.0
+
+    def requests_per_file(self) -> dict[str | None, int]:
+        """File name -> the number of requests made to it."""
+        counts: dict[str | None, int] = {name: 0 for name, _ in self.files}
+        for name, _, _ in self.requests:
+            counts[name] += 1
+        return counts
+
+    def summary(self) -> str:
+        """A few lines for people: tensors, requests, bytes asked and read, per file."""
+        counts = self.requests_per_file()
+        read: dict[str | None, int] = dict.fromkeys(counts, 0)
+        for name, start, stop in self.requests:
+            read[name] += stop - start
+        lines = [
+            f"{len(self.tensors):,} tensors, {len(self.requests):,} requests to "
+            f"{len(counts):,} file{'' if len(counts) == 1 else 's'}: {self.bytes_asked:,} bytes "
+            f"asked, {self.bytes_read:,} read (over-read {self.over_read:.1%})"
+        ]
+        for name in list(counts)[:_SHOWN_FILES]:
+            shown = "the file" if name is None else name
+            lines.append(f"  {shown}: {counts[name]:,} requests, {read[name]:,} bytes")
+        if len(counts) > _SHOWN_FILES:
+            lines.append(f"  ... and {len(counts) - _SHOWN_FILES:,} more files")
+        return "\n".join(lines)
+
+    def read(
+        self, *, timeout: float | None = None, max_workers: int | None = None
+    ) -> dict[str, memoryview]:
+        """Execute the plan: each tensor's selected bytes, in C order, by name.
+
+        Every request of `requests` is made once, the files' requests in parallel (at most
+        `max_workers` files at once; each file's parts as its options say), each asked byte
+        copied once, from the request into its tensor's buffer. The files are checked to be
+        the ones planned for (``FileChanged``, `RemoteError`). `timeout` bounds the whole
+        call.
+        """
+        clock = Clock(timeout)
+        buffers = {tensor.name: allocate(tensor.nbytes) for tensor in self.tensors}
+        per_file: dict[str | None, list[tuple[int, memoryview]]] = {}
+        for tensor in self.tensors:
+            target, at = buffers[tensor.name], 0
+            segments = per_file.setdefault(tensor.file, [])
+            for offset, length in tensor.ranges:
+                segments.append((offset, target[at : at + length]))
+                at += length
+        spans: dict[str | None, list[tuple[int, int]]] = {}
+        for name, start, stop in self.requests:
+            spans.setdefault(name, []).append((start, stop))
+        files = dict(self.files)
+        jobs = [
+            (files[name], _reads(spans.get(name, []), sorted(segments, key=_first)))
+            for name, segments in per_file.items()
+        ]
+        from ._rangefile import run_parallel
+
+        workers = len(jobs) if max_workers is None else max(1, min(max_workers, len(jobs)))
+        run_parallel(lambda job: read_planned(job[0], job[1], clock), jobs, workers)
+        return buffers
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReadPlan {len(self.tensors):,} tensors, {len(self.requests):,} requests, "
+            f"{self.bytes_read:,} bytes (over-read {self.over_read:.1%})>"
+        )
+
+
+def plan_reads(
+    source: Any,
+    select: Selector | None = None,
+    /,
+    *,
+    max_over_read: float = 0.25,
+    max_requests: int | None = None,
+    part_size: int = PART_SIZE,
+) -> ReadPlan:
+    """Plan the reads of a selection of tensors of a file or a checkpoint.
+
+    Args:
+        source: A `Checkpoint` (its shards are read), a `SafetensorsFile`, a checkpoint's
+            directory or index (a path, or a URL ending in ``.json``), or any source
+            `open_file` takes (opened here).
+        select: What to read of which tensor. A mapping of tensor names, or of glob patterns
+            (``"model.layers.*.mlp.experts.[0-7].*"``; the first that matches a name wins,
+            exact names before patterns), to a selection: ``None`` (the whole tensor), a
+            `Split` (a rank's part along an axis), or a numpy basic index (ints, slices,
+            ``...``: ``numpy.s_[:, 128:256]``). Tensors it does not name are not read. Or a
+            function of the `TensorInfo` that returns a selection, or ``False`` to leave the
+            tensor out. ``None`` (the default): every tensor whole.
+        max_over_read: The most bytes read beyond those asked, per file, as a ratio of the
+            bytes asked (0.25: at most 25 % more). Gaps between the runs asked are joined
+            (one request) while the extra bytes stay within it, smallest gaps first.
+        max_requests: The most requests per file (``None``: no bound). Gaps are then joined,
+            smallest first, until it is met; a ValueError says when that would read more than
+            `max_over_read` allows.
+        part_size: A request is at most this long; a longer run is cut into parts (read in
+            parallel), as the data path cuts it.
+
+    Returns:
+        A `ReadPlan`; ``plan.read()`` executes it, ``plan.summary()`` describes it.
+
+    Raises:
+        KeyError: A name in `select` (not a pattern) is not a tensor of the source.
+        IndexError, TypeError, ValueError: A selection that does not fit its tensor (as
+            `TensorInfo.byte_ranges`); bounds that cannot both be met.
+    """
+    if not max_over_read >= 0:
+        raise ValueError(f"max_over_read must be 0 or more, not {max_over_read!r}")
+    if max_requests is not None and operator.index(max_requests) < 1:
+        raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
+    if operator.index(part_size) < 1:
+        raise ValueError(f"part_size must be 1 or more, not {part_size!r}")
+    files = files_of(source)
+    choose = _chooser(select, files)
+    tensors: list[PlannedTensor] = []
+    requests: list[tuple[str | None, int, int]] = []
+    for name, file in files:
+        planned = []
+        for info in file.header.tensors.values():
+            selection = choose(info)
+            if selection is _SKIP:
+                continue
+            key = selection.key(info.shape) if isinstance(selection, Split) else selection
+            if key is None:
+                ranges, shape = ([(info.start, info.nbytes)] if info.nbytes else []), info.shape
+            else:
+                ranges, shape = selected(info, key)
+            planned.append(PlannedTensor(info.name, name, info.dtype, shape, tuple(ranges)))
+        tensors += planned
+        runs = _runs(range_ for tensor in planned for range_ in tensor.ranges)
+        spans = _joined(runs, max_over_read, max_requests, name)
+        cut = [(start, stop) for start, stop, _ in parts([(a, b, []) for a, b in spans], part_size)]
+        if max_requests is not None and len(cut) > max_requests:
+            raise ValueError(
+                f"{_shown(name)}: {len(cut):,} requests of at most part_size={part_size:,} bytes "
+                f"are needed, above max_requests={max_requests:,}: raise part_size or "
+                "max_requests"
+            )
+        requests += [(name, start, stop) for start, stop in cut]
+    return ReadPlan(tuple(tensors), tuple(requests), tuple(files))
+
+
+def split_tensors(
+    rank: int,
+    world: int,
+    *,
+    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
+    default_axis: int | None = 0,
+) -> Callable[[TensorInfo], Split | None]:
+    """A `plan_reads` selection: rank `rank` of `world`'s part of every tensor.
+
+    Args:
+        axes: Glob pattern of tensor names -> the axis to split along, or ``None`` to read the
+            whole tensor on every rank; the first pattern that matches wins. The default,
+            `TENSOR_PARALLEL`, is Megatron's layout for Llama-, GPT-NeoX- and BERT-like names.
+        default_axis: For names no pattern matches (``None``: whole).
+
+    A tensor with no such axis (a scalar, a bias split along axis 1) is read whole.
+    """
+    rules = list(axes.items())
+    parts = {
+        axis: Split(rank, world, axis)
+        for axis in {default_axis, *axes.values()}
+        if axis is not None
+    }
+
+    def choose(info: TensorInfo) -> Split | None:
+        axis = next(
+            (axis for pattern, axis in rules if fnmatch.fnmatchcase(info.name, pattern)),
+            default_axis,
+        )
+        return None if axis is None else parts[axis]
+
+    return choose
+
+
+def _chooser(
+    select: Selector | None, files: list[tuple[str | None, SafetensorsFile]]
+) -> Callable[[TensorInfo], object]:
+    """`select` as a function of a tensor: its selection, or `_SKIP`."""
+    if select is None:
+        return lambda info: None
+    if not isinstance(select, Mapping):
+        if not callable(select):
+            raise TypeError(
+                "select must be a mapping of names or patterns to selections, or a function "
+                f"of a TensorInfo, not {type(select).__name__}"
+            )
+        chosen = select
+
+        def call(info: TensorInfo) -> object:
+            selection = chosen(info)
+            return _SKIP if selection is False else selection
+
+        return call
+    names = {name for _, file in files for name in file.header.tensors}
+    exact: dict[str, object] = {}
+    patterns: list[tuple[str, object]] = []
+    for key, selection in select.items():
+        if not isinstance(key, str):
+            raise TypeError(f"select's keys are tensor names or patterns, not {key!r:.60}")
+        if key in names:
+            exact[key] = selection
+        elif any(char in key for char in "*?["):
+            patterns.append((key, selection))
+        else:
+            raise KeyError(f"no tensor {key!r} in the source")
+
+    def choose(info: TensorInfo) -> object:
+        if info.name in exact:
+            return exact[info.name]
+        for pattern, selection in patterns:
+            if fnmatch.fnmatchcase(info.name, pattern):
+                return selection
+        return _SKIP
+
+    return choose
+
+
+def _runs(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, stop)`` runs of the ranges, sorted, touching ones joined."""
+    runs: list[tuple[int, int]] = []
+    for offset, length in sorted(ranges):
+        if runs and offset <= runs[-1][1]:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], offset + length))
+        else:
+            runs.append((offset, offset + length))
+    return runs
+
+
+def _joined(
+    runs: list[tuple[int, int]], max_over_read: float, max_requests: int | None, name: str | None
+) -> list[tuple[int, int]]:
+    """The runs with gaps joined, smallest first: within `max_over_read`, then down to
+    `max_requests` spans."""
+    if len(runs) < 2:
+        return runs
+    asked = sum(stop - start for start, stop in runs)
+    budget = max_over_read * asked
+    gaps = sorted(range(len(runs) - 1), key=lambda i: (runs[i + 1][0] - runs[i][1], i))
+    joined: set[int] = set()
+    extra = 0
+    for i in gaps:
+        gap = runs[i + 1][0] - runs[i][1]
+        within_bytes = extra + gap <= budget
+        too_many = max_requests is not None and len(runs) - len(joined) > max_requests
+        if not (within_bytes or too_many):
+            break
+        if not within_bytes:
+            raise ValueError(
+                f"{_shown(name)}: {len(runs):,} runs cannot be joined into "
+                f"max_requests={max_requests:,} requests without reading "
+                f"{(extra + gap) / asked:.1%} more than the {asked:,} bytes asked, above "
+                f"max_over_read={max_over_read:g}: raise either bound"
+            )
+        joined.add(i)
+        extra += gap
+    spans = [runs[0]]
+    for i in range(1, len(runs)):
+        if i - 1 in joined:
+            spans[-1] = (spans[-1][0], runs[i][1])
+        else:
+            spans.append(runs[i])
+    return spans
+
+
+def _reads(spans: list[tuple[int, int]], segments: list[tuple[int, memoryview]]) -> list[Read]:
+    """Each request with the destination segments inside it (a segment that crosses a
+    request's end is cut there)."""
+    reads: list[Read] = []
+    index = 0
+    for start, stop in spans:
+        inside: list[tuple[int, memoryview]] = []
+        while index < len(segments):
+            offset, view = segments[index]
+            end = offset + len(view)
+            if offset >= stop:
+                break
+            low, high = max(offset, start), min(end, stop)
+            inside.append((low, view[low - offset : high - offset]))
+            if end > stop:
+                break  # the rest of it is in the next request
+            index += 1
+        reads.append((start, stop, inside))
+    return reads
+
+
+def _first(segment: tuple[int, memoryview]) -> int:
+    return segment[0]
+
+
+def _shown(name: str | None) -> str:
+    return "the file" if name is None else repr(name)
