@@ -1,0 +1,188 @@
+"""Content hashes: a digest per tensor equal to hashlib's over the reference's bytes, from every
+kind of source; a flipped bit named; a metadata change that changes no digest."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import reference_header
+from loopback import Site
+from test_data_path import FILE, HEADER
+
+from safetensors_header import (
+    TensorHashes,
+    hash_tensors,
+    open_file,
+    read_checkpoint,
+    update_metadata,
+    verify_tensors,
+    write_file,
+)
+
+REFERENCE = reference_header(FILE)  # name -> (dtype, shape, bytes), as the reference reads
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _expected(algorithm: str = "sha256") -> dict[str, str]:
+    return {name: hashlib.new(algorithm, REFERENCE[name][2]).hexdigest() for name in HEADER.tensors}
+
+
+@pytest.mark.parametrize("kind", ["path", "bytes", "file object", "http", "obstore", "fsspec"])
+def test_digests_are_hashlibs_over_the_references_bytes(
+    kind: str, site: Site, tmp_path: Path
+) -> None:
+    path = tmp_path / "every.safetensors"
+    path.write_bytes(FILE)
+    site.files["every.safetensors"] = FILE
+    if kind == "obstore":
+        store = pytest.importorskip("obstore.store").MemoryStore()
+        store.put("every.safetensors", FILE)
+        source: Any = (store, "every.safetensors")
+    elif kind == "fsspec":
+        memory = pytest.importorskip("fsspec").filesystem("memory")
+        memory.pipe("/hashes/every.safetensors", FILE)
+        source = (memory, "/hashes/every.safetensors")
+    else:
+        source = {
+            "path": path,
+            "bytes": FILE,
+            "file object": io.BytesIO(FILE),
+            "http": site.url("every.safetensors"),
+        }[kind]
+    hashes = hash_tensors(source)
+    assert dict(hashes.tensors) == _expected()
+    assert list(hashes.tensors) == list(HEADER.tensors)  # in file order
+    content = hashlib.sha256(b"".join(bytes.fromhex(d) for d in hashes.tensors.values()))
+    assert hashes.content == content.hexdigest()
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "blake2b", "sha1", "md5"])
+def test_every_algorithm_of_fixed_size(tmp_path: Path, algorithm: str) -> None:
+    hashes = hash_tensors(open_file(FILE), algorithm=algorithm, max_workers=1)
+    assert dict(hashes.tensors) == _expected(algorithm)
+
+
+def test_algorithms_that_cannot_be_used() -> None:
+    with pytest.raises(ValueError, match="unknown hash algorithm 'sha3'"):
+        hash_tensors(FILE, algorithm="sha3")
+    with pytest.raises(ValueError, match="no fixed digest size"):
+        hash_tensors(FILE, algorithm="shake_128")
+    with pytest.raises(TypeError, match="algorithm must be a str"):
+        hash_tensors(FILE, algorithm=1)  # type: ignore[arg-type]
+
+
+def _checkpoint(folder: Path) -> None:
+    rows = {f"layer.{i}.weight": ("U8", [4096 + i], bytes([i]) * (4096 + i)) for i in range(6)}
+    names = list(rows)
+    write_file(folder / "a.safetensors", {n: rows[n] for n in names[:3]}, metadata={"k": "v"})
+    write_file(folder / "b.safetensors", {n: rows[n] for n in names[3:]})
+    weight_map = {n: "a.safetensors" if i < 3 else "b.safetensors" for i, n in enumerate(names)}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+def test_a_checkpoint_its_url_and_a_flipped_bit(tmp_path: Path, site: Site) -> None:
+    _checkpoint(tmp_path)
+    hashes = hash_tensors(tmp_path)
+    assert list(hashes.tensors) == [f"layer.{i}.weight" for i in range(6)]
+    assert hash_tensors(read_checkpoint(tmp_path)) == hashes
+    assert hash_tensors(tmp_path / "model.safetensors.index.json") == hashes
+    for file in tmp_path.iterdir():
+        site.files[file.name] = file.read_bytes()
+    assert hash_tensors(site.url("model.safetensors.index.json")) == hashes
+    assert verify_tensors(tmp_path, hashes) == {}
+    # One bit of layer.4's bytes.
+    shard = tmp_path / "b.safetensors"
+    data = bytearray(shard.read_bytes())
+    info = read_checkpoint(tmp_path).tensors["layer.4.weight"]
+    data[info.start + 100] ^= 0x10
+    shard.write_bytes(data)
+    assert verify_tensors(tmp_path, hashes.manifest()) == {"layer.4.weight": "changed"}
+
+
+def test_a_metadata_change_keeps_every_digest(tmp_path: Path) -> None:
+    _checkpoint(tmp_path)
+    before = hash_tensors(tmp_path)
+    update_metadata(tmp_path / "a.safetensors", {"k": "v" * 5000, "other": "x"})
+    update_metadata(tmp_path / "b.safetensors", {"format": "pt"}, in_place=True)
+    assert (tmp_path / "a.safetensors").read_bytes()[:8] != b""  # (rewritten, header longer)
+    assert hash_tensors(tmp_path) == before
+
+
+def test_manifests_round_trip_and_are_checked() -> None:
+    hashes = hash_tensors(FILE)
+    again = TensorHashes.from_manifest(json.loads(json.dumps(hashes.manifest())))
+    assert again == hashes
+    first = next(iter(hashes.tensors))
+    other = TensorHashes(
+        "sha256", {**hashes.tensors, first: "0" * 64, "extra": "1" * 64}, hashes.content
+    )
+    fewer = dict(hashes.tensors)
+    del fewer[first]
+    assert hashes.differences(other) == {first: "changed", "extra": "added"}
+    assert hashes.differences(TensorHashes("sha256", fewer, "")) == {first: "missing"}
+    with pytest.raises(ValueError, match="do not compare"):
+        hashes.differences(TensorHashes("md5", {}, ""))
+    for bad in ({}, {"algorithm": "sha256", "content": "x", "tensors": {}}, []):
+        with pytest.raises(ValueError, match=r"manifest|hex digits"):
+            TensorHashes.from_manifest(bad)
+    with pytest.raises(ValueError, match="tensors are an object"):
+        TensorHashes.from_manifest({"algorithm": "sha256", "content": "0" * 64, "tensors": []})
+    assert repr(hashes).startswith(f"<TensorHashes sha256, {len(hashes.tensors)} tensors")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "safetensors_header", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_the_command_line_hashes_and_validates(tmp_path: Path) -> None:
+    _checkpoint(tmp_path)
+    text = _run("hash", str(tmp_path))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    hashes = hash_tensors(tmp_path)
+    assert lines[:-1] == [f"{digest}  {name}" for name, digest in hashes.tensors.items()]
+    assert lines[-1].startswith(f"{hashes.content}  (sha256 of the 6 tensor digests of ")
+    manifest = tmp_path / "manifest.json"
+    made = _run("hash", "--json", str(tmp_path))
+    manifest.write_text(made.stdout)
+    assert json.loads(made.stdout)["content"] == hashes.content
+    ok = _run("validate", "--hashes", str(manifest), str(tmp_path))
+    assert (ok.returncode, ok.stdout) == (0, f"{tmp_path}: ok (6 tensors)\n")
+    shard = tmp_path / "a.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(data)
+    bad = _run("validate", "--hashes", str(manifest), str(tmp_path))
+    assert bad.returncode == 1
+    assert bad.stdout.splitlines() == [
+        f"{tmp_path}: hashes: 1 tensor not as the manifest says",
+        f"{tmp_path}: hashes: layer.2.weight: changed",
+    ]
+    (tmp_path / "junk.json").write_text("{}")
+    usage = _run("validate", "--hashes", str(tmp_path / "junk.json"), str(tmp_path))
+    assert usage.returncode == 2
+    assert "not a manifest of hash --json" in usage.stderr
+    stdin = subprocess.run(
+        [sys.executable, "-m", "safetensors_header", "hash", "-"],
+        input=FILE,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert stdin.returncode == 1
+    assert b"standard input" in stdin.stderr
