@@ -1,0 +1,156 @@
+"""Read plans and content hashes on a ~1 GB checkpoint: what a rank reads, and how fast.
+
+    PYTHONPATH=$PWD python benchmarks/bench_plan.py [--size 1000] [--rounds 5]
+
+* ``ranks``: for 1, 2, 4 and 8 ranks of Megatron's tensor-parallel layout, over loopback HTTP
+  (nginx from the system's packages when it is there, else a threaded Python server), each
+  rank's ``numpy.load_rank`` (a read plan: its rows, or its runs of rows, and nothing else)
+  against the same rank loading the whole checkpoint (``numpy.load`` of every shard) and
+  slicing it: bytes fetched and seconds, per rank (the mean over the ranks of one round).
+* ``hash``: ``hash_tensors`` of the checkpoint (a digest per tensor, on every core) against
+  reading its files (the floor), ``sha256sum`` of the files, and hashlib's sha256 over each
+  file in one thread. The files are in the page cache (read once before).
+
+Every candidate runs once a round, in an order that rotates; ratios are per round, so that
+the drift of a shared machine cancels out. The checkpoint is bench_load.py's (kept between
+runs in the temporary directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from bench_load import INDEX, SHARDS, http_server, make_checkpoint, table, timed
+
+import safetensors_header
+from safetensors_header import (
+    TensorInfo,
+    hash_tensors,
+    plan_reads,
+    read_checkpoint,
+    split_tensors,
+)
+from safetensors_header.numpy import load, load_rank
+
+CHUNK = 8 << 20
+
+
+def part_ranks(folder: Path, rounds: int) -> None:
+    with http_server(folder) as (base, server):
+        print(f"## ranks over loopback HTTP ({server})\n")
+        index = f"{base}/{INDEX}"
+        checkpoint = read_checkpoint(index)
+        total = sum(header.data_size for header in checkpoint.files.values())
+        print("| ranks | bytes a rank reads (plan) | requests a rank makes | whole checkpoint |")
+        print("|---:|---:|---:|---:|")
+        for world in (1, 2, 4, 8):
+            plans = [plan_reads(checkpoint, split_tensors(rank, world)) for rank in range(world)]
+            read = sum(plan.bytes_read for plan in plans) / world
+            requests = sum(len(plan.requests) for plan in plans) / world
+            print(f"| {world} | {read:,.0f} | {requests:,.0f} | {total:,} |")
+        print()
+        for world in (2, 4, 8):
+
+            def planned(world: int = world) -> None:
+                for rank in range(world):
+                    load_rank(checkpoint, rank, world)
+
+            def whole(world: int = world) -> None:
+                for rank in range(world):
+                    arrays = {}
+                    for shard in SHARDS:
+                        arrays.update(load(f"{base}/{shard}"))
+                    _slice(arrays, rank, world)
+
+            times = timed({f"plan, {world} ranks": planned, f"whole, {world} ranks": whole}, rounds)
+            per_rank = {name: [t / world for t in runs] for name, runs in times.items()}
+            table(
+                per_rank,
+                [(f"plan, {world} ranks", f"whole, {world} ranks", "well below 1")],
+            )
+
+
+def _slice(arrays: dict[str, np.ndarray], rank: int, world: int) -> dict[str, np.ndarray]:
+    rule = split_tensors(rank, world)
+    out = {}
+    for name, array in arrays.items():
+        split = rule(TensorInfo(name, "U8", array.shape, 0, 0, 0))
+        if split is None or split.axis >= array.ndim:
+            out[name] = array
+        else:
+            out[name] = np.ascontiguousarray(np.array_split(array, world, split.axis)[rank])
+    return out
+
+
+def part_hash(folder: Path, rounds: int) -> None:
+    print("## hashing every tensor (files in the page cache)\n")
+    files = [folder / shard for shard in SHARDS]
+    buffer = bytearray(CHUNK)
+
+    def read_files() -> None:
+        view = memoryview(buffer)
+        for path in files:
+            with open(path, "rb", buffering=0) as file:
+                while file.readinto(view):
+                    pass
+
+    def one_thread() -> None:
+        view = memoryview(buffer)
+        for path in files:
+            digest = hashlib.sha256()
+            with open(path, "rb", buffering=0) as file:
+                while count := file.readinto(view):
+                    digest.update(view[:count])
+
+    candidates = {
+        "read the files": read_files,
+        "hash_tensors": lambda: hash_tensors(folder),
+        "hashlib, one thread": one_thread,
+    }
+    if shutil.which("sha256sum"):
+        candidates["sha256sum"] = lambda: subprocess.run(
+            ["sha256sum", *map(str, files)], check=True, capture_output=True
+        )
+    read_files()
+    times = timed(candidates, rounds)
+    ratios = [
+        ("hash_tensors", "read the files", "1.3x or less"),
+        ("hash_tensors", "hashlib, one thread", "below 1"),
+    ]
+    if "sha256sum" in times:
+        ratios.append(("hash_tensors", "sha256sum", "below 1"))
+    table(times, ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", default="ranks,hash")
+    parser.add_argument("--size", type=int, default=1000, help="MB of tensors (default 1000)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "safetensors_header_bench_load",
+    )
+    args = parser.parse_args()
+    folder = args.cache / f"checkpoint-{args.size}"
+    make_checkpoint(folder, args.size)
+    print(f"safetensors_header {safetensors_header.__version__} from {safetensors_header.__file__}")
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; {args.rounds} rounds\n")
+    parts = args.parts.split(",")
+    if "ranks" in parts:
+        part_ranks(folder, args.rounds)
+    if "hash" in parts:
+        part_hash(folder, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
