@@ -208,10 +208,14 @@ class ReadPlan:
         read: dict[str | None, int] = dict.fromkeys(counts, 0)
         for name, start, stop in self.requests:
             read[name] += stop - start
+        runs = [len(tensor.ranges) for tensor in self.tensors]
+        strided = sum(1 for count in runs if count > 1)
         lines = [
             f"{len(self.tensors):,} tensors, {len(self.requests):,} requests to "
             f"{len(counts):,} file{'' if len(counts) == 1 else 's'}: {self.bytes_asked:,} bytes "
-            f"asked, {self.bytes_read:,} read (over-read {self.over_read:.1%})"
+            f"asked, {self.bytes_read:,} read (over-read {self.over_read:.1%})",
+            f"{sum(runs):,} runs of bytes asked; {strided:,} tensors in more than one run "
+            "(a split along a later axis: a run per row)",
         ]
         for name in list(counts)[:_SHOWN_FILES]:
             shown = "the file" if name is None else name
