@@ -16,6 +16,7 @@ from ._errors import KINDS, HeaderError, RemoteError
 from ._format import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable
 from ._parser import parse_header
+from ._record import publish
 from ._sources import Source, read_header
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -117,5 +118,5 @@ __version__ = "0.1.0.dev0"
 # The public classes say where users find them (help(), reprs, pickles by reference); the
 # records (`_record.frozen_record`) and the lazily loaded classes say it themselves.
 for _public in (Dtype, HeaderError, RemoteError, TensorTable):
-    _public.__module__ = __name__
+    publish(_public)
 del _public

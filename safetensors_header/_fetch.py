@@ -20,6 +20,7 @@ from ._format import MAX_HEADER_SIZE
 from ._local import PathFile, header_at
 from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, Options
 from ._rangefile import allocate, changed, header_of
+from ._record import publish
 from ._sources import kind_of, open_source
 
 __all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_planned", "read_ranges"]
@@ -453,4 +454,4 @@ def _buffers(into: Sequence[Any], wanted: list[tuple[int, int]]) -> list[memoryv
 
 
 # Where users find it (help(), reprs, pickles by reference): the package's top level.
-SafetensorsFile.__module__ = __name__.rpartition(".")[0]
+publish(SafetensorsFile)

@@ -16,9 +16,10 @@ dataclass metadata is made by `dataclasses` itself the first time anything asks 
 
 from __future__ import annotations
 
+import contextlib
 from operator import attrgetter
 
-__all__ = ["field_names", "frozen_record", "set_fields"]
+__all__ = ["field_names", "frozen_record", "publish", "set_fields"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
 
             return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
+        def __setattr__(self: object, name: str, value: object) -> None:
+            _refuse(f"cannot assign to field {name!r}")
+
+        def __delattr__(self: object, name: str) -> None:
+            _refuse(f"cannot delete field {name!r}")
+
         def __reduce__(self: object) -> tuple[object, ...]:
             values = every(self)
             return (self.__class__, values if len(names) > 1 else (values,))
@@ -88,10 +95,23 @@ def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
         added.update({name: _DataclassMetadata(cls, name, skipped) for name in _METADATA})
         for attribute, value in added.items():
             setattr(cls, attribute, value)
-        cls.__module__ = _PACKAGE
-        return cls
+        return publish(cls)
 
     return make
+
+
+def publish(cls: _R) -> _R:
+    """Say that `cls` lives where users find it, at the package's top level: the class and
+    the functions in it (help(), reprs and pickles by reference name no private module)."""
+    cls.__module__ = _PACKAGE
+    for name, value in vars(cls).items():
+        function = getattr(value, "__func__", value)  # a classmethod's or staticmethod's too
+        function = getattr(function, "fget", function)  # a property's getter
+        if callable(function) and hasattr(function, "__qualname__"):
+            with contextlib.suppress(AttributeError, TypeError):  # (builtins: read-only)
+                function.__module__ = _PACKAGE
+                function.__qualname__ = f"{cls.__qualname__}.{name}"
+    return cls
 
 
 def set_fields(record: object, cls: type, values: tuple[object, ...]) -> None:
@@ -110,17 +130,10 @@ def _returning(value: object) -> Callable[[], object]:
     return factory
 
 
-# Named as the methods they become, for help() and tracebacks.
-def __setattr__(self: object, name: str, value: object) -> None:
+def _refuse(message: str) -> None:
     from dataclasses import FrozenInstanceError  # only on this error
 
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-
-def __delattr__(self: object, name: str) -> None:
-    from dataclasses import FrozenInstanceError
-
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
+    raise FrozenInstanceError(message)
 
 
 class _DataclassMetadata:
