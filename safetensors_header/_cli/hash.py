@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from .._errors import HeaderError
-from .output import PROG, Output, shown_source
+from .output import Output, shown_source
 from .reading import Failure, Read, failure_of, read_source
 
 __all__ = ["hash_sources", "hashes_of", "load_manifests"]
@@ -27,9 +27,7 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             hashes = hashes_of(read_source(source, "hash"), args.algorithm)
         except Failure as failure:
             status = 1
-            err.line(f"{PROG}: {shown_source(source)}: {failure.text()}")
-            if args.json:
-                out.json({"path": source, "error": failure.document()})
+            failure.report(source, out, err, json=args.json)
             continue
         if args.json:
             out.json({"path": source, **hashes.manifest(), "error": None})

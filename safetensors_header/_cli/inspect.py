@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .._header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
-from .output import PROG, Output, columns, count, cut, listed, shown_source
+from .output import Output, columns, count, cut, listed, shown_source
 from .reading import Failure, Read, read_source
 
 __all__ = ["SORT_KEYS", "inspect_sources"]
@@ -42,9 +42,7 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             read = read_source(source, "inspect")
         except Failure as failure:
             status = 1
-            err.line(f"{PROG}: {shown_source(source)}: {failure.text()}")
-            if args.json:
-                out.json({"path": source, "error": failure.document()})
+            failure.report(source, out, err, json=args.json)
             continue
         if out.closed:
             continue  # nobody reads the output: only the exit status is left to find out

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from .._errors import HeaderError
 from .._header import Header, TensorInfo
 from .._sources import kind_of, read_header
-from .output import PROG, STDIN
+from .output import PROG, STDIN, Output, shown_source
 
 __all__ = ["Failure", "Read", "failure_of", "header_bytes", "read_source"]
 
@@ -50,6 +50,12 @@ class Failure(Exception):
             "tensor": self.tensor,
             "offset": self.offset,
         }
+
+    def report(self, source: str, out: Output, err: Output, *, json: bool) -> None:
+        """Say on stderr why `source` cannot be read (and, with --json, on stdout too)."""
+        err.line(f"{PROG}: {shown_source(source)}: {self.text()}")
+        if json:
+            out.json({"path": source, "error": self.document()})
 
     def text(self) -> str:
         hint = "" if self.hint is None else f". Hint: {self.hint}"
