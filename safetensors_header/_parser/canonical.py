@@ -55,6 +55,7 @@ from .columns import (
     has_control_character,
     in_order,
     scan,
+    tuple_new,
 )
 
 __all__ = ["canonical_columns", "canonical_shapes", "chained_ends", "metadata_member"]
@@ -216,12 +217,13 @@ def _template_columns(parts: list[str]) -> Columns | None:
     closing = "]" + separator
     ends = chained_ends(dtypes, counts, joined, (":[", closing + '":[', closing))
     if ends is not None:
-        return Columns(names, dtypes, shapes, [0, *ends[:-1]], ends, metadata)
+        return tuple_new(Columns, (names, dtypes, shapes, [0, *ends[:-1]], ends, metadata))
     offsets = _canonical_offsets(joined, separator)
     if offsets is None:
         return None
     return in_order(
-        Columns(names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata), count_of
+        tuple_new(Columns, (names, dtypes, shapes, offsets[0::2], offsets[1::2], metadata)),
+        count_of,
     )
 
 

@@ -39,10 +39,15 @@ else:
     # The same, without importing typing: a tuple whose fields are read by name at C speed.
     Columns = namedtuple("Columns", "names dtypes shapes begins ends metadata")
 
+#: ``tuple_new(Columns, (names, dtypes, ...))`` makes `Columns` in half the time of calling it
+#: (the fast readers' last step, a tenth of a microsecond of a small header's few).
+tuple_new: Final = tuple.__new__
+
 __all__ = ["CANONICAL_DTYPE", "CONTROL_BYTES", "DIGITS", "JSON_WHITESPACE", "POSSESSIVE"]
 __all__ += ["SHORT_TAIL", "SUB_BYTE_DTYPES", "UINT", "UINT_LIST", "WHITESPACE_RUN", "Columns"]
 __all__ += ["Entry", "Shape", "bits_of", "bytes_per_element", "chained", "element_counts"]
 __all__ += ["has_control_character", "in_order", "scan", "sizes_hold", "sort_by_offsets"]
+__all__ += ["tuple_new"]
 
 CANONICAL_DTYPE: Final = {name: name for name in DTYPE_BITS}  # to keep one object per dtype
 bits_of = DTYPE_BITS.__getitem__

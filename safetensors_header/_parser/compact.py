@@ -38,7 +38,16 @@ import re
 from .._format import METADATA_KEY
 from . import canonical
 from .canonical import canonical_shapes, metadata_member
-from .columns import CANONICAL_DTYPE, DIGITS, JSON_WHITESPACE, POSSESSIVE, Columns, in_order, scan
+from .columns import (
+    CANONICAL_DTYPE,
+    DIGITS,
+    JSON_WHITESPACE,
+    POSSESSIVE,
+    Columns,
+    in_order,
+    scan,
+    tuple_new,
+)
 
 __all__ = ["SMALLEST", "compact_columns"]
 
@@ -102,14 +111,14 @@ def compact_columns(text: str) -> Columns | None:
     offsets = '"'.join(pieces[3::4])
     ends = canonical.chained_ends(dtypes, counts, offsets, _PIECES)
     if ends is not None:
-        return Columns(names, dtypes, shapes, [0, *ends[:-1]], ends, metadata)
+        return tuple_new(Columns, (names, dtypes, shapes, [0, *ends[:-1]], ends, metadata))
     if not _OFFSET_PAIRS.fullmatch(offsets + '"'):  # matches piece by piece
         return None
     try:  # one scan of a JSON array, which rejects a leading zero
         values: list[int] = scan("[" + offsets.replace('"', ",") + "]", 0)[0]
     except ValueError:
         return None
-    columns = Columns(names, dtypes, shapes, values[0::2], values[1::2], metadata)
+    columns = tuple_new(Columns, (names, dtypes, shapes, values[0::2], values[1::2], metadata))
     return in_order(columns, count_of)
 
 

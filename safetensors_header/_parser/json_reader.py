@@ -30,6 +30,7 @@ from .columns import (
     element_counts,
     sizes_hold,
     sort_by_offsets,
+    tuple_new,
 )
 
 __all__ = ["json_columns"]
@@ -135,7 +136,7 @@ def json_columns(text: str) -> Columns | None:
     # equal integers and the distinct ones tell the types of all (`element_counts` checks
     # them). No negative number is in the text; offsets too large are caught by the layout
     # check (last end bounded).
-    columns = Columns(names, dtypes, shapes, begins, ends, metadata)
+    columns = tuple_new(Columns, (names, dtypes, shapes, begins, ends, metadata))
     if not names:
         return columns
     if not chained(begins, ends):
