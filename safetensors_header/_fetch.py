@@ -67,6 +67,13 @@ class SafetensorsFile:
     def source(self) -> str:
         return self._range_file.shown
 
+    @property
+    def gap(self) -> int:
+        """Ranges closer than this many bytes are read as one request (the ``gap`` of
+        `read_ranges` when none is given: 1 MiB for URLs and object stores, 4 KiB locally)."""
+        file = self._range_file
+        return file.default_gap if file.options.gap is None else file.options.gap
+
     def read_ranges(
         self,
         ranges: Iterable[tuple[int, int]],

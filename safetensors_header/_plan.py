@@ -9,10 +9,11 @@ those asked they read, and where every asked byte lands. It is data: printed, co
 pickled to the rank that executes it (`ReadPlan.read`), which then makes those requests and
 no others, each byte copied once into its tensor's buffer.
 
-Joining runs trades bytes for requests. Given a bound on each (``max_over_read``, a ratio of
-the bytes asked; ``max_requests``, per file), the gaps are joined smallest first: first while
-the bytes stay within their bound, then as many more as the request bound needs. Joining the
-smallest gaps first reads the fewest extra bytes for any number of requests.
+Joining runs trades bytes for requests. The gaps are joined smallest first, as the data path
+joins them: every gap up to ``gap`` bytes (a request costs more than that many bytes: 1 MiB
+over a network, 4 KiB locally), then as many more as ``max_requests`` (per file) needs, the
+bytes read staying within ``max_over_read`` (a ratio of the bytes asked) throughout. Joining
+the smallest gaps first reads the fewest extra bytes for any number of requests.
 """
 
 from __future__ import annotations
@@ -270,7 +271,8 @@ def plan_reads(
     select: Selector | None = None,
     /,
     *,
-    max_over_read: float = 0.25,
+    gap: int | None = None,
+    max_over_read: float | None = None,
     max_requests: int | None = None,
     part_size: int = PART_SIZE,
 ) -> ReadPlan:
@@ -287,12 +289,15 @@ def plan_reads(
             ``...``: ``numpy.s_[:, 128:256]``). Tensors it does not name are not read. Or a
             function of the `TensorInfo` that returns a selection, or ``False`` to leave the
             tensor out. ``None`` (the default): every tensor whole.
+        gap: Runs less than this many bytes apart are one request (their gap read and
+            dropped); default: the file's (`SafetensorsFile.gap`: 1 MiB for URLs and object
+            stores, 4 KiB locally); ``0``: only touching runs.
         max_over_read: The most bytes read beyond those asked, per file, as a ratio of the
-            bytes asked (0.25: at most 25 % more). Gaps between the runs asked are joined
-            (one request) while the extra bytes stay within it, smallest gaps first.
-        max_requests: The most requests per file (``None``: no bound). Gaps are then joined,
-            smallest first, until it is met; a ValueError says when that would read more than
-            `max_over_read` allows.
+            bytes asked (0.25: at most 25 % more; ``None``: no bound). No gap is joined past
+            it, `gap` or not.
+        max_requests: The most requests per file (``None``: no bound). Gaps wider than
+            `gap` are then joined, smallest first, until it is met; a ValueError says when
+            that would read more than `max_over_read` allows.
         part_size: A request is at most this long; a longer run is cut into parts (read in
             parallel), as the data path cuts it.
 
@@ -304,8 +309,10 @@ def plan_reads(
         IndexError, TypeError, ValueError: A selection that does not fit its tensor (as
             `TensorInfo.byte_ranges`); bounds that cannot both be met.
     """
-    if not max_over_read >= 0:
-        raise ValueError(f"max_over_read must be 0 or more, not {max_over_read!r}")
+    if max_over_read is not None and not max_over_read >= 0:
+        raise ValueError(f"max_over_read must be 0 or more or None, not {max_over_read!r}")
+    if gap is not None and operator.index(gap) < 0:
+        raise ValueError(f"gap must be 0 or more, not {gap!r}")
     if max_requests is not None and operator.index(max_requests) < 1:
         raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
     if operator.index(part_size) < 1:
@@ -328,7 +335,8 @@ def plan_reads(
             planned.append(PlannedTensor(info.name, name, info.dtype, shape, tuple(ranges)))
         tensors += planned
         runs = _runs(range_ for tensor in planned for range_ in tensor.ranges)
-        spans = _joined(runs, max_over_read, max_requests, name)
+        joinable = file.gap if gap is None else gap
+        spans = _joined(runs, joinable, max_over_read, max_requests, name)
         cut = [(start, stop) for start, stop, _ in parts([(a, b, []) for a, b in spans], part_size)]
         if max_requests is not None and len(cut) > max_requests:
             raise ValueError(
@@ -429,24 +437,29 @@ def _runs(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _joined(
-    runs: list[tuple[int, int]], max_over_read: float, max_requests: int | None, name: str | None
+    runs: list[tuple[int, int]],
+    joinable: int,
+    max_over_read: float | None,
+    max_requests: int | None,
+    name: str | None,
 ) -> list[tuple[int, int]]:
-    """The runs with gaps joined, smallest first: within `max_over_read`, then down to
-    `max_requests` spans."""
+    """The runs with gaps joined, smallest first: those up to `joinable` bytes, then down
+    to `max_requests` spans, all within `max_over_read`."""
     if len(runs) < 2:
         return runs
     asked = sum(stop - start for start, stop in runs)
-    budget = max_over_read * asked
+    budget = float("inf") if max_over_read is None else max_over_read * asked
     gaps = sorted(range(len(runs) - 1), key=lambda i: (runs[i + 1][0] - runs[i][1], i))
     joined: set[int] = set()
     extra = 0
     for i in gaps:
         gap = runs[i + 1][0] - runs[i][1]
-        within_bytes = extra + gap <= budget
         too_many = max_requests is not None and len(runs) - len(joined) > max_requests
-        if not (within_bytes or too_many):
+        if gap > joinable and not too_many:
             break
-        if not within_bytes:
+        if extra + gap > budget:
+            if not too_many:
+                break
             raise ValueError(
                 f"{_shown(name)}: {len(runs):,} runs cannot be joined into "
                 f"max_requests={max_requests:,} requests without reading "

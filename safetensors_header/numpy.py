@@ -301,7 +301,8 @@ def load_rank(
     *,
     axes: Mapping[str, int | None] = TENSOR_PARALLEL,
     default_axis: int | None = 0,
-    max_over_read: float = 0.25,
+    gap: int | None = None,
+    max_over_read: float | None = None,
     max_requests: int | None = None,
     timeout: float | None = None,
 ) -> dict[str, NDArray[Any]]:
@@ -309,8 +310,8 @@ def load_rank(
 
     Each tensor is split as ``numpy.array_split(tensor, world, axis)[rank]`` along the axis
     `axes` names for it (see `split_tensors`; the default is Megatron's tensor-parallel
-    layout), and only those bytes are read (with at most `max_over_read` more, and at most
-    `max_requests` requests per file: see `plan_reads`).
+    layout), and only those bytes are read, with the gaps between them joined as `gap`,
+    `max_over_read` and `max_requests` say (see `plan_reads`).
 
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
@@ -319,6 +320,7 @@ def load_rank(
     plan = plan_reads(
         source,
         split_tensors(rank, world, axes=axes, default_axis=default_axis),
+        gap=gap,
         max_over_read=max_over_read,
         max_requests=max_requests,
     )

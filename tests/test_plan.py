@@ -143,6 +143,7 @@ def test_the_bounds_hold(checkpoint: Checkpoint, over: float, requests: int | No
             plan = plan_reads(
                 checkpoint,
                 split_tensors(rank, world),
+                gap=1 << 20,
                 max_over_read=over,
                 max_requests=requests,
             )
@@ -170,7 +171,7 @@ def test_bounds_that_cannot_both_hold(checkpoint: Checkpoint) -> None:
         plan_reads(checkpoint, split_tensors(1, 8), max_over_read=0.1, max_requests=1)
     with pytest.raises(ValueError, match="above max_requests=2: raise part_size"):
         plan_reads(checkpoint, None, max_over_read=0.0, max_requests=2, part_size=100)
-    with pytest.raises(ValueError, match="max_over_read must be 0 or more"):
+    with pytest.raises(ValueError, match="max_over_read must be 0 or more or None"):
         plan_reads(checkpoint, None, max_over_read=-1)
     with pytest.raises(ValueError, match=r"rank must be in 0\.\.world-1"):
         Split(4, 4)
@@ -184,6 +185,9 @@ def test_columns_are_runs_of_rows(checkpoint: Checkpoint) -> None:
     assert len(tensor.ranges) == 32  # a run of 12 columns in each row
     assert all(length == 24 for _, length in tensor.ranges)
     assert len(plan.requests) == 32  # nothing over-read: one request a run
+    assert len(plan_reads(checkpoint, {name: Split(1, 4, axis=1)}, gap=0).requests) == 32
+    # By default the gaps a request costs more than (4 KiB locally) are joined.
+    assert len(plan_reads(checkpoint, {name: Split(1, 4, axis=1)}).requests) == 1
     joined = plan_reads(checkpoint, {name: Split(1, 4, axis=1)}, max_over_read=3.0)
     assert len(joined.requests) == 1  # the gaps (3 x 24 bytes a row) joined
     assert joined.over_read == pytest.approx((31 * 72) / (32 * 24))
