@@ -74,7 +74,7 @@ def part_ranks(folder: Path, rounds: int) -> None:
             per_rank = {name: [t / world for t in runs] for name, runs in times.items()}
             table(
                 per_rank,
-                [(f"plan, {world} ranks", f"whole, {world} ranks", "well below 1")],
+                [(f"plan, {world} ranks", f"whole, {world} ranks", "bytes: table above")],
             )
 
 
