@@ -201,7 +201,8 @@ def header_end(prefix: Buffer, bound: int | None, max_header_size: int) -> int |
     The one home of the length rules' common case; `length_fault` tells the faults apart.
     """
     if len(prefix) >= HEADER_LENGTH_SIZE:
-        header_size = header_length(prefix)
+        # `header_length`, inline: this runs on every read of a header.
+        header_size = int.from_bytes(prefix[:HEADER_LENGTH_SIZE], "little")
         stop = HEADER_LENGTH_SIZE + header_size
         if header_size <= max_header_size and (bound is None or stop <= bound):
             return stop

@@ -132,7 +132,7 @@ def parse_header(
             raise TypeError("parse_header() needs a C-contiguous bytes-like object") from None
         with view:
             header_size, text = _split(view, file_size, max_header_size)
-    return _read_text(text, header_size, file_size)
+    return build(read(text), header_size, file_size)
 
 
 def parse_file_start(data: bytes, file_size: int, limit: int) -> Header | int:
@@ -149,7 +149,8 @@ def parse_file_start(data: bytes, file_size: int, limit: int) -> Header | int:
         return bytes_needed(data, file_size=file_size, max_header_size=limit)
     if stop > len(data):
         return stop
-    return _read_text(_decode_utf8(memoryview(data), stop), stop - HEADER_LENGTH_SIZE, file_size)
+    text = _decode_utf8(memoryview(data), stop)
+    return build(read(text), stop - HEADER_LENGTH_SIZE, file_size)
 
 
 def _walked(
@@ -202,11 +203,6 @@ def exact(text: str) -> Columns:
     reader must agree with)."""
     reject_deep_nesting(text)
     return validate_layout(exact_columns(text))
-
-
-def _read_text(text: str, header_size: int, file_size: int | None) -> Header:
-    """The `Header` of a decoded header text (`header_size`: N, the file's size if known)."""
-    return build(read(text), header_size, file_size)
 
 
 def _split(view: memoryview, file_size: int | None, limit: int) -> tuple[int, str]:
