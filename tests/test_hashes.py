@@ -186,3 +186,20 @@ def test_the_command_line_hashes_and_validates(tmp_path: Path) -> None:
     )
     assert stdin.returncode == 1
     assert b"standard input" in stdin.stderr
+
+
+def test_a_manifest_of_several_sources_is_matched_by_path(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.safetensors", tmp_path / "two.safetensors"
+    write_file(one, {"a": ("U8", [3], b"abc")})
+    write_file(two, {"b": ("U8", [2], b"xy")})
+    made = _run("hash", "--json", str(one), str(two))
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(made.stdout)
+    assert len(made.stdout.splitlines()) == 2
+    ok = _run("validate", "--hashes", str(manifest), str(two), str(one))
+    assert ok.returncode == 0, ok.stdout
+    other = tmp_path / "other.safetensors"
+    write_file(other, {"a": ("U8", [3], b"abc")})
+    unknown = _run("validate", "--hashes", str(manifest), str(other))
+    assert unknown.returncode == 1
+    assert unknown.stdout == f"{other}: KeyError: {manifest} has no manifest made from {other}\n"

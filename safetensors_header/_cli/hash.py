@@ -9,7 +9,7 @@ import json
 
 from .._errors import HeaderError
 from .output import Output, shown_source
-from .reading import Failure, Read, failure_of, read_source
+from .reading import Failure, Read, failure_from, failure_of, read_source
 
 __all__ = ["hash_sources", "hashes_of", "load_manifests"]
 
@@ -48,16 +48,15 @@ def hashes_of(read: Read, algorithm: str) -> TensorHashes:
 
     source = read.checkpoint if read.checkpoint is not None else read.file
     if source is None:
-        raise Failure(
-            "ValueError",
-            "hashing reads every tensor, which standard input has not kept: pass a file",
+        raise failure_from(
+            ValueError("hashing reads every tensor, which standard input has not kept: pass a file")
         )
     try:
         return hash_tensors(source, algorithm=algorithm)
     except (HeaderError, OSError) as error:
         raise failure_of(error, read.source) from None
     except ValueError as error:  # an algorithm hashlib does not have
-        raise Failure("ValueError", str(error)) from None
+        raise failure_from(error) from None
 
 
 def load_manifests(path: str) -> list[tuple[str | None, TensorHashes]]:

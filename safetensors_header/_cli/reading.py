@@ -15,7 +15,7 @@ from .._header import Header, TensorInfo
 from .._sources import kind_of, read_header
 from .output import PROG, STDIN, Output, shown_source
 
-__all__ = ["Failure", "Read", "failure_of", "header_bytes", "read_source"]
+__all__ = ["Failure", "Read", "failure_from", "failure_of", "header_bytes", "read_source"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -60,6 +60,13 @@ class Failure(Exception):
     def text(self) -> str:
         hint = "" if self.hint is None else f". Hint: {self.hint}"
         return f"{self.kind}: {self.message}{hint}"
+
+
+def failure_from(error: Exception) -> Failure:
+    """Any other exception as a `Failure`: its class name as the kind, its text as the
+    message (so that every kind in the output is an exception's or a registered one)."""
+    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    return Failure(type(error).__name__, text)
 
 
 def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = None) -> Failure:
@@ -175,7 +182,7 @@ def read_source(source: str, command: str) -> Read:
     except (HeaderError, OSError) as error:
         raise failure_of(error, source) from None
     except (ValueError, ImportError) as error:  # a malformed URL; fsspec not installed
-        raise Failure(type(error).__name__, str(error)) from None
+        raise failure_from(error) from None
 
 
 def _read_checkpoint(source: str, command: str) -> Read:

@@ -11,7 +11,7 @@ from .._errors import HeaderError
 from .documents import finding_document
 from .hash import hashes_of, load_manifests
 from .output import PROG, Output, count, listed, shown_source
-from .reading import Failure, Read, failure_of, header_bytes, read_source
+from .reading import Failure, Read, failure_from, failure_of, header_bytes, read_source
 
 __all__ = ["validate_sources"]
 
@@ -117,7 +117,7 @@ def _manifest_for(
     for where, hashes in manifests:
         if where == source:
             return hashes
-    raise Failure("KeyError", f"{path} has no manifest made from {source}")
+    raise failure_from(KeyError(f"{path} has no manifest made from {source}"))
 
 
 def _check(verdict: _Verdict, read: Read) -> None:
