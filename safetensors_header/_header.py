@@ -19,7 +19,7 @@ __all__ += ["shown_shape"]
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, KeysView, Sequence
-    from typing import Final
+    from typing import Any, Final
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
 _SHOWN_DIMS: Final = 8  # dimensions of a shape a repr shows
@@ -372,16 +372,8 @@ class _HeaderBuilder:
 
     __slots__ = Header.__slots__
 
-    def __init__(
-        self,
-        tensors: Mapping[str, TensorInfo],
-        metadata: Mapping[str, str] | None,
-        header_size: int,
-        data_size: int,
-        file_size: int | None,
-    ) -> None:
-        self.tensors, self.metadata = tensors, metadata
-        self.header_size, self.data_size, self.file_size = header_size, data_size, file_size
+    def __init__(self, *fields: Any) -> None:  # Header's fields, in order
+        self.tensors, self.metadata, self.header_size, self.data_size, self.file_size = fields
         self.__class__ = Header  # type: ignore[assignment]
 
 

@@ -104,14 +104,9 @@ class Options:
         _at_least("part_size", part_size, 1)
         if gap is not None:
             _at_least("gap", gap, 0)
-        self.headers = headers
-        self.timeout = timeout
-        self.retries = retries
-        self.first_read = first_read
-        self.storage_options = storage_options
-        self.max_workers = max_workers
-        self.part_size = part_size
-        self.gap = gap
+        values = (headers, timeout, retries, first_read, storage_options, max_workers)
+        for name, value in zip(self.__slots__, (*values, part_size, gap), strict=True):
+            setattr(self, name, value)
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> Options:

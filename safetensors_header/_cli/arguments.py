@@ -141,24 +141,30 @@ def _terminal_columns() -> int:
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    raw = _Formatter
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Read the headers of safetensors files without loading them.",
         epilog=_EPILOG,
-        formatter_class=raw,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # prog= given: argparse would otherwise build a help formatter now.
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=PROG)
-    inspect = commands.add_parser(
+
+    def command(name: str, summary: str, description: str, epilog: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, help=summary, description=description, epilog=epilog, formatter_class=_Formatter
+        )
+        if name != "diff":
+            sub.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
+        return sub
+
+    inspect = command(
         "inspect",
-        help="show the tensors, metadata and totals of each source",
-        description="Show each source's header facts, metadata, tensors and totals.",
-        epilog=_INSPECT_EPILOG,
-        formatter_class=raw,
+        "show the tensors, metadata and totals of each source",
+        "Show each source's header facts, metadata, tensors and totals.",
+        _INSPECT_EPILOG,
     )
-    inspect.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
     inspect.add_argument("--json", action="store_true", help="one JSON object per SOURCE")
     inspect.add_argument(
         "--sort", choices=sorted(SORT_KEYS), default="offset", help="tensor order (offset)"
@@ -166,15 +172,13 @@ def argument_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--filter", metavar="GLOB", help="only tensors whose name matches, e.g. '*.bias'"
     )
-    validate = commands.add_parser(
+    validate = command(
         "validate",
-        help="check each source; one line per source",
-        description="Check each source as the reference implementation would; with --strict, "
-        "also report what it accepts but a careful reader should not.",
-        epilog=_VALIDATE_EPILOG,
-        formatter_class=raw,
+        "check each source; one line per source",
+        "Check each source as the reference implementation would; with --strict, also report "
+        "what it accepts but a careful reader should not.",
+        _VALIDATE_EPILOG,
     )
-    validate.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
     validate.add_argument(
         "--strict",
         action="store_true",
@@ -186,27 +190,24 @@ def argument_parser() -> argparse.ArgumentParser:
         metavar="MANIFEST",
         help="also check every tensor's bytes against a manifest of hash --json",
     )
-    hashing = commands.add_parser(
+    hashing = command(
         "hash",
-        help="a digest of every tensor's bytes, and a manifest of them",
-        description="Hash every tensor's bytes (the header left out, so that a metadata "
-        "change keeps the digests), and one digest over them all.",
-        epilog=_HASH_EPILOG,
-        formatter_class=raw,
+        "a digest of every tensor's bytes, and a manifest of them",
+        "Hash every tensor's bytes (the header left out, so that a metadata change keeps the "
+        "digests), and one digest over them all.",
+        _HASH_EPILOG,
     )
-    hashing.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
     hashing.add_argument(
         "--algorithm", default="sha256", help="a hashlib algorithm (sha256, blake2b, ...)"
     )
     hashing.add_argument(
         "--json", action="store_true", help="one manifest per SOURCE (for validate --hashes)"
     )
-    diff = commands.add_parser(
+    diff = command(
         "diff",
-        help="compare the tensors and metadata of two sources",
-        description="Compare two files, checkpoints or URLs by their headers alone.",
-        epilog=_DIFF_EPILOG,
-        formatter_class=raw,
+        "compare the tensors and metadata of two sources",
+        "Compare two files, checkpoints or URLs by their headers alone.",
+        _DIFF_EPILOG,
     )
     diff.add_argument("a", metavar="A", help=_SOURCE_HELP)
     diff.add_argument("b", metavar="B", help="the same, compared with A")
