@@ -337,7 +337,7 @@ def plan_reads(
                 ranges, shape = selected(info, key)
             planned.append(PlannedTensor(info.name, name, info.dtype, shape, tuple(ranges)))
         tensors += planned
-        runs = _runs(range_ for tensor in planned for range_ in tensor.ranges)
+        runs = _merged_runs(range_ for tensor in planned for range_ in tensor.ranges)
         joinable = file.gap if gap is None else gap
         spans = _joined(runs, joinable, max_over_read, max_requests, name)
         cut = [(start, stop) for start, stop, _ in parts([(a, b, []) for a, b in spans], part_size)]
@@ -428,7 +428,7 @@ def _chooser(
     return choose
 
 
-def _runs(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged_runs(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """``[start, stop)`` runs of the ranges, sorted, touching ones joined."""
     runs: list[tuple[int, int]] = []
     for offset, length in sorted(ranges):

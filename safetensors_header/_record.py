@@ -73,10 +73,10 @@ def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
             return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
         def __setattr__(self: object, name: str, value: object) -> None:
-            _refuse(f"cannot assign to field {name!r}")
+            _refuse_change(f"cannot assign to field {name!r}")
 
         def __delattr__(self: object, name: str) -> None:
-            _refuse(f"cannot delete field {name!r}")
+            _refuse_change(f"cannot delete field {name!r}")
 
         def __reduce__(self: object) -> tuple[object, ...]:
             values = every(self)
@@ -130,7 +130,7 @@ def _returning(value: object) -> Callable[[], object]:
     return factory
 
 
-def _refuse(message: str) -> None:
+def _refuse_change(message: str) -> None:
     from dataclasses import FrozenInstanceError  # only on this error
 
     raise FrozenInstanceError(message)
