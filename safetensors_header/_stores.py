@@ -123,10 +123,16 @@ class _Store(RangeFile):
             if type(error).__name__ in ("PreconditionError", "NotModifiedError"):
                 raise self.changed("its ETag", "another") from error
             message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise RemoteError(
-                f"could not read {self.shown}: {type(error).__name__}: {message[:300]!a}",
-                url=self.shown,
-            ) from error
+            said = f"{type(error).__name__}: {message[:300]!a}"
+            if "builder error" in message and "http://" in message:
+                # obstore's HTTP client refuses plain http unless told; its message says
+                # "builder error" and nothing more.
+                said = (
+                    "obstore refuses plain http:// unless the store allows it: make it with "
+                    "client_options={'allow_http': True} (HTTPStore.from_url(url, "
+                    f"client_options=...), S3Store(..., client_options=...)); it said {said}"
+                )
+            raise RemoteError(f"could not read {self.shown}: {said}", url=self.shown) from error
 
     def pin(self, size: int, validator: object) -> None:
         """Set the file's identity on first sight; RemoteError if a later sight differs."""

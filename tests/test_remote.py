@@ -699,3 +699,18 @@ def test_obstore_reader() -> None:
     obstore.put(store, "m.safetensors", data)
     reader = obstore.open_reader(store, "m.safetensors")
     assert read_header(reader) == read_header(data)
+
+
+def test_a_plain_http_store_refused_by_obstore_says_what_to_pass(site: Site) -> None:
+    store_module = pytest.importorskip("obstore.store")
+    site.files["m.safetensors"] = GOOD
+    base = site.url("")
+    refused = store_module.HTTPStore.from_url(base)
+    with pytest.raises(RemoteError) as info:
+        read_header((refused, "m.safetensors"))
+    assert str(info.value).startswith(
+        "could not read m.safetensors in HTTPStore: obstore refuses plain http:// unless the "
+        "store allows it: make it with client_options={'allow_http': True}"
+    )
+    allowed = store_module.HTTPStore.from_url(base, client_options={"allow_http": True})
+    assert read_header((allowed, "m.safetensors")).file_size == len(GOOD)
