@@ -52,6 +52,10 @@ SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors
 # million tensors, ten times the largest checkpoints published; an endless or hostile index
 # costs at most that much reading (and twice that much memory) before it is refused.
 _MAX_INDEX_SIZE: Final = 100_000_000
+# A header entry beyond its name: ``:{"dtype":"F8_E4M3","shape":[...],"data_offsets":[a,b]},``
+# is 51 bytes, with two offsets of up to 20 digits and a shape of several dimensions.
+_ENTRY_BYTES: Final = 160
+_HEADER_SLACK: Final = 4096  # braces, __metadata__ (usually {"format":"pt"}), padding
 _NO_SHARDS: Final[Mapping[str, SafetensorsFile]] = MappingProxyType({})
 # Opening a shard: O_NONBLOCK so that a FIFO does not wait for a writer (it is then refused as
 # not a regular file); O_NOFOLLOW on the resolved path, which has no links left to follow.
@@ -186,7 +190,10 @@ def read_checkpoint(
     store or an fsspec filesystem, of an index or a single file: shards are then read from
     beside the index, in the same store. Every shard named by an index is read (its
     header only), in parallel: the index, then every shard's header at once (at most
-    `max_workers` requests in flight), and checked against the index.
+    `max_workers` requests in flight), and checked against the index. A remote shard's
+    first read asks for no more than its header is likely to take, as estimated from the
+    names the index gives it (at most `first_read`): a shard's header is usually one
+    request, and never one that brings 128 KiB of tensor data with a small header.
 
     Args:
         max_index_size: The largest index file read, in bytes (default 10^8: an index takes
@@ -238,7 +245,11 @@ def read_checkpoint(
         raw = index.document(max_index_size, clock)
         where = index.shown
         metadata, weight_map = _index_of(raw, where, max_index_size)
-        shard_files = [index.sibling(name) for name in dict.fromkeys(weight_map.values())]
+        shard_files = []
+        for shard_name, hint in _header_hints(weight_map).items():
+            shard = index.sibling(shard_name)
+            shard.header_hint = hint  # a small header is not fetched with 128 KiB of data
+            shard_files.append(shard)
     elif kind == "path":
         from pathlib import Path  # a local checkpoint (pathlib imports urllib)
 
@@ -314,6 +325,19 @@ def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
     from ._fetch import open_file
 
     return [(None, open_file(source))]
+
+
+def _header_hints(weight_map: Mapping[str, str]) -> dict[str, int]:
+    """Each shard's name (in the index's order) -> an upper estimate of its header's bytes.
+
+    An entry is its name and at most `_ENTRY_BYTES` more; the rest of a header (braces,
+    ``__metadata__``, padding) is rarely above `_HEADER_SLACK`. A header longer than its
+    estimate costs one more request, of exactly the missing bytes.
+    """
+    hints: dict[str, int] = {}
+    for name, shard in weight_map.items():
+        hints[shard] = hints.get(shard, 8 + _HEADER_SLACK) + len(name.encode()) + _ENTRY_BYTES
+    return hints
 
 
 def _file_name(source: object) -> str:

@@ -97,6 +97,9 @@ class RangeFile:
         # The size the file must have (its header, read before, says so): checked when the
         # file's identity is pinned.
         self.expected_size: int | None = None
+        # At least the bytes its header takes (8 + N), where something said so beforehand (a
+        # checkpoint's index names the tensors of each shard): the first read asks no more.
+        self.header_hint: int | None = None
 
     def prepare(self) -> None:
         """Learn what a ranged read is planned by (a local file's size), if it costs little."""
@@ -107,7 +110,9 @@ class RangeFile:
 
     def first_read_size(self) -> int:
         """How many bytes the first read of a header asks for."""
-        return self.options.first_read
+        if self.header_hint is None:
+            return self.options.first_read
+        return min(self.options.first_read, self.header_hint)
 
     def release(self) -> None:
         """Let go of what a header read kept open between its reads (a 200's body)."""

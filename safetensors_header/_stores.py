@@ -161,12 +161,13 @@ class _Store(RangeFile):
         )
 
     def first_read_size(self) -> int:
+        asked = super().first_read_size()
         if self.pinned and self.size is not None:
-            return min(self.options.first_read, self.size)
-        return self.options.first_read
+            return min(asked, self.size)
+        return asked
 
     def document(self, limit: int, clock: Clock) -> bytes:
-        return self.read(0, limit + 1, clock)
+        return self.first(limit + 1, clock)  # one request where the store can (no HEAD)
 
 
 class StoreFile(_Store):

@@ -35,6 +35,7 @@ class Hit:
     status: int = 0
     sent: int = 0  # body bytes written to the socket before the handler finished
     headers: dict[str, str] = field(default_factory=dict)  # every request header, lowercased
+    method: str = "GET"
 
 
 @dataclass
@@ -86,9 +87,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    head_only = False
+
+    def do_HEAD(self) -> None:
+        """What a GET would answer, without its body (obstore asks an index's size so)."""
+        self.head_only = True
+        self.do_GET()
+
     def do_GET(self) -> None:
         site = self.server.site
         hit = Hit(
+            method="HEAD" if self.head_only else "GET",
             path=self.path,
             host=self.headers.get("Host", ""),
             range=self.headers.get("Range"),
@@ -136,7 +145,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             modified if site.send_last_modified else None,
         }
         ranged = hit.range is not None and (hit.if_range is None or hit.if_range in validators)
-        if site.mode == "ignore" or not ranged:
+        if site.mode == "ignore" or not ranged or self.head_only:
             return self._whole(site, hit, data, etag)
         match = re.fullmatch(r"bytes=(\d+)-(\d+)", hit.range or "")
         assert match, hit.range
@@ -181,6 +190,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if site.send_last_modified:
             self.send_header("Last-Modified", last_modified(data))
         self.end_headers()
+        if self.head_only:
+            return
         # Slowly, in small chunks, so that a client that stops reading is seen to stop.
         for start in range(0, len(data), 16384):
             self.wfile.write(data[start : start + 16384])

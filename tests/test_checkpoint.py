@@ -579,3 +579,48 @@ def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, list
     # What the server wrote before the client hung up: the bound, and the sockets' buffers.
     assert sent[0] < limit + 64 * 2**20, sent[0]
     print(f"endless index: {peak:,} bytes at the peak, {sent[0]:,} sent")
+
+
+def _remote_checkpoint(metadata: dict[str, str]) -> dict[str, bytes]:
+    """An index and 3 shards of 2 tensors each: small headers, 300,000 bytes of data each."""
+    files: dict[str, bytes] = {}
+    weight_map: dict[str, str] = {}
+    for number in range(3):
+        shard = f"model-{number + 1:05d}-of-00003.safetensors"
+        header = {
+            "__metadata__": metadata,
+            f"layers.{number}.w": tensor("U8", [299_992], 0, 299_992),
+            f"layers.{number}.b": tensor("U8", [8], 299_992, 300_000),
+        }
+        files[shard] = build(header, 300_000)
+        weight_map.update({f"layers.{number}.w": shard, f"layers.{number}.b": shard})
+    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    return files
+
+
+def test_a_remote_shards_first_read_is_sized_by_the_names_in_the_index(site: Any) -> None:
+    site.files.update(_remote_checkpoint({"format": "pt"}))
+    checkpoint = read_checkpoint(site.url("model.safetensors.index.json"))
+    assert len(checkpoint.tensors) == 6
+    shard_hits = [hit for hit in site.done(4) if hit.path.endswith(".safetensors")]
+    assert len(shard_hits) == 3  # one request a shard
+    for hit in shard_hits:
+        assert hit.range is not None
+        first, last = (int(part) for part in hit.range[6:].split("-"))
+        header = 8 + int.from_bytes(site.files[hit.path[1:]][:8], "little")
+        # The header in one read, not 128 KiB of the shard's tensor data with it.
+        assert first == 0
+        assert header <= last + 1 <= 8192
+
+
+def test_a_shard_header_longer_than_its_estimate_costs_one_read_of_the_rest(site: Any) -> None:
+    site.files.update(_remote_checkpoint({"notes": "x" * 20_000}))
+    checkpoint = read_checkpoint(site.url("model.safetensors.index.json"))
+    assert checkpoint.files["model-00002-of-00003.safetensors"].metadata == {"notes": "x" * 20_000}
+    shard_hits = [hit for hit in site.done(7) if hit.path.endswith("00002-of-00003.safetensors")]
+    header = 8 + int.from_bytes(site.files["model-00002-of-00003.safetensors"][:8], "little")
+    first = int(shard_hits[0].range[6:].split("-")[1]) + 1
+    assert [hit.range for hit in shard_hits] == [
+        f"bytes=0-{first - 1}",
+        f"bytes={first}-{header - 1}",
+    ]
