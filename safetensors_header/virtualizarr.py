@@ -27,12 +27,14 @@ worker processes (``dask.distributed``'s ``client.map(open_virtual_dataset, urls
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from ._checkpoint import Checkpoint, read_checkpoint
@@ -43,11 +45,12 @@ from ._options import WORKERS
 from ._sources import read_header, sibling
 from .zarr import (
     array_metadata,
-    array_shape,
     attributes_of_group,
     check_chunks_option,
     chunk_shape,
+    dimension_names,
     node_name,
+    tensor_attributes,
     tensor_entries,
 )
 
@@ -125,15 +128,13 @@ class SafetensorsParser:
             source = _read_header(store, path, self.max_header_size)
         entries = _entries_with_urls(source, url)
         check_chunks_option(self.chunks, [(info, None) for info, _, _ in entries])
-        arrays = {}
+        arrays = _Arrays()
         for info, shard, shard_url in entries:
             node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
                 continue
-            arrays[node] = _manifest_array(
-                info, shard_url, chunk_shape(info, chunks=self.chunks), shard
-            )
-        group = ManifestGroup(arrays=arrays, attributes=attributes_of_group(source))
+            arrays.add(info, node, shard_url, chunk_shape(info, chunks=self.chunks), shard)
+        group = ManifestGroup(arrays=arrays.arrays(), attributes=attributes_of_group(source))
         return _ManifestStore(group, registry=registry)
 
     def __repr__(self) -> str:
@@ -201,28 +202,90 @@ def _entries_with_urls(
     ]
 
 
-def _manifest_array(
-    info: TensorInfo, url: str, sizes: tuple[int, ...], shard: str | None
-) -> ManifestArray:
-    document = array_metadata(info, chunks=sizes)
-    if shard is not None:
-        document["attributes"]["safetensors_file"] = shard
-    metadata = ArrayV3Metadata.from_dict(document)
-    grid, length = chunk_grid(info, sizes)
-    if DTYPES[info.dtype].packed:  # a 1-d array of the bytes: chunks in file order
-        grid = (int(np.prod(grid)),)
-    if info.numel == 0:
-        # A zero-size array: a chunk grid with no chunk in it.
-        manifest = ChunkManifest(entries={}, shape=grid)
-    else:
+class _Arrays:
+    """The virtual arrays of one parse: zarr's checks once per layout, the manifests in bulk.
+
+    zarr's `ArrayV3Metadata` checks the shape, data type, chunk grid, fill value and codecs
+    of each array it is made for (two thirds of a parse when made per tensor); a
+    checkpoint's tensors have few layouts (a Llama-like file: about 6 among 300 tensors).
+    The first array of a layout is made and checked by zarr; the others of that layout are
+    copies of it with their own attributes and dimension names, the only fields that differ
+    (tests compare each copy with zarr's own). Every chunk's path, offset and length are
+    computed at once, in three arrays of which each manifest holds its slice; each URL is
+    checked and made absolute by VirtualiZarr once.
+    """
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[object, ...], ArrayV3Metadata] = {}
+        self.uris: dict[str, int] = {}  # URL -> its place in `uri_list`
+        self.uri_list: list[str] = []
+        # Per array: its key, metadata, chunk grid, and its chunks' URL, first offset,
+        # length and count (0 for a zero-size tensor).
+        self.nodes: list[str] = []
+        self.metadata: list[ArrayV3Metadata] = []
+        self.grids: list[tuple[int, ...]] = []
+        self.chunks: list[tuple[int, int, int, int]] = []
+
+    def add(
+        self, info: TensorInfo, node: str, url: str, sizes: tuple[int, ...], shard: str | None
+    ) -> None:
+        grid, length = chunk_grid(info, sizes)
+        if DTYPES[info.dtype].packed:  # a 1-d array of the bytes: chunks in file order
+            grid = (math.prod(grid),)
+        uri = self.uris.get(url)
+        if uri is None:
+            uri = self.uris[url] = len(self.uri_list)
+            self.uri_list.append(validate_and_normalize_path_to_uri(url))
+        self.nodes.append(node)
+        self.metadata.append(self._metadata(info, node, sizes, shard))
+        self.grids.append(grid)
         # Chunk j of the grid (C order) is the j-th piece of the tensor's bytes; a scalar's
-        # grid is (), as VirtualiZarr's HDF parser makes it.
-        count = int(np.prod(grid))
-        offsets = info.start + np.arange(count, dtype=np.uint64) * np.uint64(length)
-        manifest = ChunkManifest.from_arrays(
-            paths=np.full(grid, url, dtype=np.dtypes.StringDType()),
-            offsets=offsets.reshape(grid),
-            lengths=np.full(grid, length, dtype=np.uint64),
+        # grid is (), as VirtualiZarr's HDF parser makes it; a zero-size array's grid has
+        # no chunk in it.
+        self.chunks.append((uri, info.start, length, math.prod(grid) if info.numel else 0))
+
+    def _metadata(
+        self, info: TensorInfo, node: str, sizes: tuple[int, ...], shard: str | None
+    ) -> ArrayV3Metadata:
+        key = (info.dtype, info.shape, sizes)
+        model = self.made.get(key)
+        if model is None or not hasattr(model, "__dict__"):
+            document = array_metadata(info, chunks=sizes)
+            if shard is not None:
+                document["attributes"]["safetensors_file"] = shard
+            model = self.made[key] = ArrayV3Metadata.from_dict(document)
+            return model
+        metadata: ArrayV3Metadata = object.__new__(ArrayV3Metadata)
+        fields = vars(metadata)
+        fields.update(vars(model))
+        fields["attributes"] = tensor_attributes(info, shard)
+        fields["dimension_names"] = tuple(dimension_names(node, model.shape))
+        return metadata
+
+    def arrays(self) -> dict[str, ManifestArray]:
+        """Node -> virtual array, in the order they were added."""
+        table = np.array(self.chunks, dtype=np.uint64).reshape(-1, 4)
+        counts = table[:, 3].astype(np.intp)
+        firsts = np.cumsum(counts) - counts  # where each array's chunks begin
+        owner = np.repeat(np.arange(len(counts)), counts)  # the array of each chunk
+        lengths = table[owner, 2]
+        offsets = (
+            table[owner, 1] + (np.arange(len(owner)) - firsts[owner]).astype(np.uint64) * lengths
         )
-    assert array_shape(info) == tuple(metadata.shape)
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+        paths = np.array(self.uri_list, dtype=np.dtypes.StringDType())[table[owner, 0]]
+        arrays = {}
+        for node, metadata, grid, first, count in zip(
+            self.nodes, self.metadata, self.grids, firsts.tolist(), counts.tolist(), strict=True
+        ):
+            if count:
+                part = slice(first, first + count)
+                manifest = ChunkManifest.from_arrays(
+                    paths=paths[part].reshape(grid),
+                    offsets=offsets[part].reshape(grid),
+                    lengths=lengths[part].reshape(grid),
+                    validate_paths=False,
+                )
+            else:
+                manifest = ChunkManifest(entries={}, shape=grid)
+            arrays[node] = ManifestArray(metadata=metadata, chunkmanifest=manifest)
+        return arrays

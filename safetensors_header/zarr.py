@@ -229,8 +229,8 @@ def to_zarr(
         else:
             documents[f"{node}/.zarray"] = _array_metadata(info, 2, sizes)
             documents[f"{node}/.zattrs"] = {
-                "_ARRAY_DIMENSIONS": _dimension_names(node, array_shape(info)),
-                **_tensor_attributes(info, shard),
+                "_ARRAY_DIMENSIONS": dimension_names(node, array_shape(info)),
+                **tensor_attributes(info, shard),
             }
     return documents
 
@@ -360,8 +360,8 @@ def _array_metadata(info: TensorInfo, zarr_format: int, sizes: tuple[int, ...]) 
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": _zero_of(dtype.zarr),
         "codecs": [codec],
-        "attributes": _tensor_attributes(info, None),
-        "dimension_names": _dimension_names(node_name(info.name), shape),
+        "attributes": tensor_attributes(info, None),
+        "dimension_names": dimension_names(node_name(info.name), shape),
     }
 
 
@@ -467,11 +467,14 @@ def _zero_of(data_type: str) -> object:
     return 0
 
 
-def _dimension_names(node: str, shape: tuple[int, ...]) -> list[str]:
+def dimension_names(node: str, shape: tuple[int, ...]) -> list[str]:
+    """The dimension names of a tensor's array: ``<key>/0``, ``<key>/1``, ..."""
     return [f"{node}/{axis}" for axis in range(len(shape))]
 
 
-def _tensor_attributes(info: TensorInfo, shard: str | None) -> dict[str, Any]:
+def tensor_attributes(info: TensorInfo, shard: str | None) -> dict[str, Any]:
+    """The attributes of a tensor's array: its name and dtype (and shape, when packed) as in
+    the file, and its shard's name in a checkpoint."""
     attributes: dict[str, Any] = {"safetensors_name": info.name, "safetensors_dtype": info.dtype}
     if DTYPES[info.dtype].packed:
         attributes["safetensors_shape"] = list(info.shape)

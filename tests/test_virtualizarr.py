@@ -413,3 +413,106 @@ def test_the_parser_and_its_datasets_pickle(numeric: tuple[Path, dict[str, Any]]
         assert copy[name].data.metadata.chunks == vds[name].data.metadata.chunks
         if vds[name].size:  # VirtualiZarr < 2.7.2: no dict() of a manifest without chunks
             assert copy[name].data.manifest.dict() == vds[name].data.manifest.dict()
+
+
+def _shards_of_big_data(count: int, data_size: int) -> dict[str, bytes]:
+    """An index and `count` shards of tiny headers and `data_size` bytes of data each."""
+    files: dict[str, bytes] = {}
+    weight_map = {}
+    for number in range(count):
+        shard = f"model-{number + 1:05d}-of-{count:05d}.safetensors"
+        arrays = {
+            f"model.layers.{number}.mlp.up_proj.weight": np.full(
+                (data_size // 4 - 2, 1), number, np.float32
+            ),
+            f"model.layers.{number}.norm.weight": np.ones(2, np.float32),
+        }
+        files[shard] = safetensors_numpy.save(arrays, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(arrays, shard))
+    index = {"metadata": {"total_size": count * data_size}, "weight_map": weight_map}
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    return files
+
+
+@pytest.mark.parametrize("data_size", [64, 400_000])
+def test_a_checkpoint_over_http_is_one_request_per_shard_header_within_its_size(
+    site: Any, data_size: int
+) -> None:
+    from obstore.store import HTTPStore
+
+    site.files.update(_shards_of_big_data(5, data_size))
+    base = site.url("")
+    registry = ObjectStoreRegistry(
+        {base: HTTPStore.from_url(base, client_options={"allow_http": True})}
+    )
+    vds = open_virtual_dataset(
+        site.url("model.safetensors.index.json"), registry=registry, parser=SafetensorsParser()
+    )
+    assert len(vds.data_vars) == 10
+    hits = site.done(6)
+    by_path: dict[str, list[Any]] = {}
+    for hit in hits:
+        by_path.setdefault(hit.path.lstrip("/"), []).append(hit)
+    assert sorted(by_path) == sorted(site.files)
+    for path, requests in by_path.items():
+        assert len(requests) == 1, path
+        if path.endswith(".safetensors"):
+            size = len(site.files[path])
+            header = 8 + int.from_bytes(site.files[path][:8], "little")
+            start, stop = (int(part) for part in requests[0].range[6:].split("-"))
+            # One range from 0, covering the header, never beyond the file's size or 8 KiB
+            # (a small header is not fetched with 128 KiB of tensor data).
+            assert start == 0
+            assert header <= stop + 1 <= 8192, (path, requests[0].range)
+            assert requests[0].sent == min(stop + 1, size)
+
+
+@pytest.mark.parametrize("chunks", [None, 4, {"same.1": [1, 3]}])
+def test_each_array_is_what_zarr_makes_of_its_document(tmp_path: Path, chunks: Any) -> None:
+    """Arrays of one layout share zarr's checks; each must still equal zarr's own."""
+    from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    from safetensors_header.zarr import array_metadata, chunk_shape
+
+    entries: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    at = 0
+    layouts = [("F32", [2, 3]), ("BF16", [2, 3]), ("F8_E4M3", [4]), ("F4", [2, 4])]
+    layouts += [("I64", []), ("U8", [0, 3]), ("F16", [2, 3])]
+    for copy in range(3):  # three tensors of each layout
+        for number, (dtype, shape) in enumerate(layouts):
+            size = {"F32": 4, "BF16": 2, "I64": 8, "F16": 2}.get(dtype, 1)
+            nbytes = max(1, int(np.prod(shape))) * size if shape != [0, 3] else 0
+            nbytes = nbytes // 2 if dtype == "F4" else nbytes
+            entries[f"layout{number}.{copy}"] = tensor(dtype, shape, at, at + nbytes)
+            at += nbytes
+    entries["same.1"] = tensor("F32", [2, 3], at, at + 24)
+    at += 24
+    path = tmp_path / "layouts.safetensors"
+    path.write_bytes(build(entries, at))
+    store = SafetensorsParser(chunks=chunks)(path.as_uri(), _registry())
+    group = store._group  # the ManifestGroup
+    header = read_header(path)
+    uri = validate_and_normalize_path_to_uri(path.as_uri())
+    assert len(group.arrays) == len(header.tensors) == 22
+    for name, info in header.tensors.items():
+        array = group.arrays[node_name(name)]
+        expected = ArrayV3Metadata.from_dict(
+            array_metadata(info, chunks=chunk_shape(info, chunks=chunks))
+        )
+        assert array.metadata == expected, name
+        assert array.metadata.to_dict() == expected.to_dict(), name
+        assert type(array.metadata) is ArrayV3Metadata
+        references = [
+            (u, o, n)
+            for u, o, n in zip(
+                array.manifest._paths.ravel().tolist(),
+                array.manifest._offsets.ravel().tolist(),
+                array.manifest._lengths.ravel().tolist(),
+                strict=True,
+            )
+        ]
+        sizes = chunk_shape(info, chunks=chunks)
+        assert references == [(uri, offset, length) for _, offset, length in info.chunks(sizes)], (
+            name
+        )
