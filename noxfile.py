@@ -43,6 +43,7 @@ REPORTED = [
     "moto",
     "xarray",
     "numcodecs",
+    "tensorstore",
     "awkward",
     "awkward_cpp",
     "safetensors",

@@ -77,6 +77,12 @@ class SafetensorsParser:
             name -> chunk shape (checked against each file it parses); see
             ``safetensors_header.zarr.chunk_shape``.
         max_workers: The threads that read a checkpoint's shards' headers.
+        extension_dtypes: Give ``BF16`` and ``F8_*`` arrays their Zarr extension data types
+            (``bfloat16``, ``float8_e4m3fn``, ...; see ``safetensors_header.zarr``) instead
+            of unsigned integers of the same width. zarr-python 3.1 knows none of them, and
+            VirtualiZarr builds its arrays with zarr-python: this works only where a package
+            registers those data types with zarr-python (else a ``ValueError`` says so). For
+            TensorStore, write the documents with ``to_zarr`` or ``to_kerchunk`` instead.
 
     Raises:
         ValueError: `chunks` is a target below 1 byte, or neither an int nor a mapping.
@@ -89,6 +95,7 @@ class SafetensorsParser:
         max_header_size: int = MAX_HEADER_SIZE,
         chunks: Chunks = None,
         max_workers: int = WORKERS,
+        extension_dtypes: bool = False,
     ) -> None:
         check_chunks_option(chunks, None)  # the names are checked against each file
         self.drop_variables = frozenset(drop_variables or ())
@@ -96,6 +103,7 @@ class SafetensorsParser:
         # A plain dict, so that the parser pickles whatever mapping it was given.
         self.chunks: Chunks = dict(chunks) if isinstance(chunks, Mapping) else chunks
         self.max_workers = max_workers
+        self.extension_dtypes = extension_dtypes
 
     def __call__(self, url: str, registry: ObjectStoreRegistry[Any]) -> ManifestStore:
         """Read the header of the file at `url` and map each tensor to a virtual array.
@@ -113,7 +121,8 @@ class SafetensorsParser:
             HeaderError: A file is not a valid safetensors file, or an index is not valid or
                 does not match its shards (``InvalidIndex``, ``IndexMismatch``).
             ValueError: ``chunks`` names a tensor that is not there, or a chunk shape that
-                cannot work (see ``safetensors_header.zarr.chunk_shape``).
+                cannot work (see ``safetensors_header.zarr.chunk_shape``); or
+                ``extension_dtypes`` asks for a data type zarr-python does not know.
         """
         source: Header | Checkpoint
         if _is_index(url):
@@ -128,7 +137,7 @@ class SafetensorsParser:
             source = _read_header(store, path, self.max_header_size)
         entries = _entries_with_urls(source, url)
         check_chunks_option(self.chunks, [(info, None) for info, _, _ in entries])
-        arrays = _Arrays()
+        arrays = _Arrays(self.extension_dtypes)
         for info, shard, shard_url in entries:
             node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
@@ -140,7 +149,8 @@ class SafetensorsParser:
     def __repr__(self) -> str:
         return (
             f"SafetensorsParser(drop_variables={sorted(self.drop_variables)!r}, "
-            f"max_header_size={self.max_header_size!r}, chunks={self.chunks!r})"
+            f"max_header_size={self.max_header_size!r}, chunks={self.chunks!r}, "
+            f"extension_dtypes={self.extension_dtypes!r})"
         )
 
 
@@ -215,7 +225,8 @@ class _Arrays:
     checked and made absolute by VirtualiZarr once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, extension_dtypes: bool) -> None:
+        self.extension_dtypes = extension_dtypes
         self.made: dict[tuple[object, ...], ArrayV3Metadata] = {}
         self.uris: dict[str, int] = {}  # URL -> its place in `uri_list`
         self.uri_list: list[str] = []
@@ -250,10 +261,20 @@ class _Arrays:
         key = (info.dtype, info.shape, sizes)
         model = self.made.get(key)
         if model is None or not hasattr(model, "__dict__"):
-            document = array_metadata(info, chunks=sizes)
+            document = array_metadata(info, chunks=sizes, extension_dtypes=self.extension_dtypes)
             if shard is not None:
                 document["attributes"]["safetensors_file"] = shard
-            model = self.made[key] = ArrayV3Metadata.from_dict(document)
+            try:
+                model = self.made[key] = ArrayV3Metadata.from_dict(document)
+            except ValueError as error:
+                if document["data_type"] == DTYPES[info.dtype].zarr:
+                    raise
+                raise ValueError(
+                    f"zarr-python has no data type {document['data_type']!r} (for the "
+                    f"{info.dtype} tensor {info.name!r}), which extension_dtypes=True asks "
+                    "for: register one with zarr-python, or leave extension_dtypes off (the "
+                    "same bits as unsigned integers)"
+                ) from error
             return model
         metadata: ArrayV3Metadata = object.__new__(ArrayV3Metadata)
         fields = vars(metadata)

@@ -32,7 +32,11 @@ Choices, the same for both Zarr formats:
   (``safetensors_dtype``; every array has it). Reinterpret with ml_dtypes:
   ``z[...].view(ml_dtypes.bfloat16)``, or let `read_tensors` do it. Converting would need a
   copy and a codec no Zarr reader has; carrying the bits keeps each chunk a plain byte range
-  of the file.
+  of the file. For readers that know them (TensorStore's ``zarr3`` driver, zarrs), Zarr v3
+  documents can name the real types instead, from the zarr-extensions registry
+  (``extension_dtypes=True``: ``bfloat16``, ``float8_e4m3fn``, ``float8_e5m2``,
+  ``float8_e8m0fnu``, ``float8_e4m3fnuz``, ``float8_e5m2fnuz``; fill value the zero bit
+  pattern, ``"0x0000"`` or ``"0x00"``). zarr-python 3.1 reads none of them.
 * **Sub-byte dtypes** (``F4``, ``F6_*``: several values packed per byte) are a 1-d ``uint8``
   array of the tensor's bytes (`array_shape`), with its shape in ``safetensors_shape``.
 * **Dimensions.** Axis ``i`` of the array at key ``k`` is named ``"k/i"`` (``_ARRAY_DIMENSIONS``
@@ -122,6 +126,7 @@ def to_kerchunk(
     *,
     zarr_format: Literal[2, 3] = 2,
     chunks: Chunks = None,
+    extension_dtypes: bool = False,
 ) -> dict[str, Any]:
     """Kerchunk references (version 1) that present the file or checkpoint as a Zarr group.
 
@@ -140,6 +145,10 @@ def to_kerchunk(
             of `to_zarr` with the same `zarr_format`.
         chunks: One chunk per tensor (``None``), a target chunk size in bytes, or tensor
             name -> chunk shape; see `chunk_shape` and the module documentation.
+        extension_dtypes: With ``zarr_format=3``, name ``BF16`` and ``F8_*`` by their Zarr
+            extension data types (``bfloat16``, ``float8_e4m3fn``, ...) rather than as
+            unsigned integers of the same width: for readers that know them, such as
+            TensorStore; zarr-python 3.1 does not. See the module documentation.
 
     Returns:
         ``{"version": 1, "refs": {key: value}}``, JSON-serialisable: metadata documents are
@@ -151,14 +160,17 @@ def to_kerchunk(
             group = zarr.open_group(zarr.storage.FsspecStore(fs, read_only=True), mode="r")
 
     Raises:
-        ValueError: `zarr_format` is neither 2 nor 3; `chunks` is not a positive size or
-            names a tensor that is not there, or a chunk shape that is not a contiguous,
-            dividing chunking of its tensor (the message says why).
+        ValueError: `zarr_format` is neither 2 nor 3, or 2 with `extension_dtypes`;
+            `chunks` is not a positive size or names a tensor that is not there, or a chunk
+            shape that is not a contiguous, dividing chunking of its tensor (the message
+            says why).
         KeyError: `url` is a mapping without one of the checkpoint's shards.
     """
+    documents = to_zarr(
+        source, zarr_format=zarr_format, chunks=chunks, extension_dtypes=extension_dtypes
+    )
     refs: dict[str, Any] = {
-        key: json.dumps(document, separators=(",", ":"))
-        for key, document in to_zarr(source, zarr_format=zarr_format, chunks=chunks).items()
+        key: json.dumps(document, separators=(",", ":")) for key, document in documents.items()
     }
     for info, shard in tensor_entries(source):
         if isinstance(source, Checkpoint):
@@ -179,6 +191,7 @@ def to_zarr(
     *,
     zarr_format: Literal[2, 3] = 3,
     chunks: Chunks = None,
+    extension_dtypes: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """The Zarr metadata documents that present the file or checkpoint as a Zarr group.
 
@@ -188,6 +201,7 @@ def to_zarr(
         zarr_format: 3 (the default): a ``zarr.json`` document per node. 2: ``.zgroup``,
             ``.zattrs`` and ``.zarray`` documents.
         chunks: As for `to_kerchunk`.
+        extension_dtypes: As for `to_kerchunk`: Zarr v3 only.
 
     Returns:
         Store key -> the JSON document at that key (a dict, to be written as JSON). For Zarr
@@ -207,7 +221,7 @@ def to_zarr(
         ValueError: `zarr_format` is neither 2 nor 3, or `chunks` is not valid (see
             `to_kerchunk`).
     """
-    _check_zarr_format(zarr_format)
+    _check_zarr_format(zarr_format, extension_dtypes)
     entries = list(tensor_entries(source))
     check_chunks_option(chunks, entries)
     group_attributes = attributes_of_group(source)
@@ -222,12 +236,12 @@ def to_zarr(
         node = node_name(info.name)
         sizes = chunk_shape(info, chunks=chunks)
         if zarr_format == 3:
-            document = _array_metadata(info, 3, sizes)
+            document = _array_metadata(info, 3, sizes, extension_dtypes)
             if shard is not None:
                 document["attributes"]["safetensors_file"] = shard
             documents[f"{node}/zarr.json"] = document
         else:
-            documents[f"{node}/.zarray"] = _array_metadata(info, 2, sizes)
+            documents[f"{node}/.zarray"] = _array_metadata(info, 2, sizes, False)
             documents[f"{node}/.zattrs"] = {
                 "_ARRAY_DIMENSIONS": dimension_names(node, array_shape(info)),
                 **tensor_attributes(info, shard),
@@ -241,6 +255,7 @@ def array_metadata(
     *,
     zarr_format: Literal[2, 3] = 3,
     chunks: int | Sequence[int] | None = None,
+    extension_dtypes: bool = False,
 ) -> dict[str, Any]:
     """The metadata document of one tensor's Zarr array, as `to_zarr` writes it.
 
@@ -248,12 +263,15 @@ def array_metadata(
     names included); for Zarr v2, its ``.zarray`` (v2 keeps the attributes, with the
     dimension names, in a ``.zattrs`` document of their own: see `to_zarr`). `chunks` is the
     tensor's chunk shape, a target size in bytes, or ``None`` for one chunk (`chunk_shape`).
+    `extension_dtypes` is as for `to_kerchunk`.
 
     Raises:
-        ValueError: `zarr_format` is neither 2 nor 3, or `chunks` is not valid.
+        ValueError: `zarr_format` is neither 2 nor 3, or 2 with `extension_dtypes`, or
+            `chunks` is not valid.
     """
-    _check_zarr_format(zarr_format)
-    return _array_metadata(info, zarr_format, chunk_shape(info, chunks=chunks))
+    _check_zarr_format(zarr_format, extension_dtypes)
+    sizes = chunk_shape(info, chunks=chunks)
+    return _array_metadata(info, zarr_format, sizes, extension_dtypes)
 
 
 def chunk_shape(info: TensorInfo, /, *, chunks: Chunks | Sequence[int] = None) -> tuple[int, ...]:
@@ -330,7 +348,9 @@ def array_shape(info: TensorInfo, /) -> tuple[int, ...]:
     return (info.nbytes,) if DTYPES[info.dtype].packed else info.shape
 
 
-def _array_metadata(info: TensorInfo, zarr_format: int, sizes: tuple[int, ...]) -> dict[str, Any]:
+def _array_metadata(
+    info: TensorInfo, zarr_format: int, sizes: tuple[int, ...], extension_dtypes: bool
+) -> dict[str, Any]:
     dtype = DTYPES[info.dtype]
     shape = array_shape(info)
     chunks = list(_array_chunks(info, sizes))
@@ -351,14 +371,19 @@ def _array_metadata(info: TensorInfo, zarr_format: int, sizes: tuple[int, ...]) 
     codec: dict[str, Any] = {"name": "bytes"}
     if not dtype.zarr_v2.startswith("|"):
         codec["configuration"] = {"endian": "little"}
+    data_type, fill_value = dtype.zarr, _zero_of(dtype.zarr)
+    if extension_dtypes and dtype.ml_dtypes is not None and not dtype.packed:
+        # The registry's name is ml_dtypes' name; its fill value, the zero bit pattern
+        # (float8_e8m0fnu has no zero value).
+        data_type, fill_value = dtype.ml_dtypes, "0x" + "00" * (dtype.bits // 8)
     return {
         "zarr_format": 3,
         "node_type": "array",
         "shape": list(shape),
-        "data_type": dtype.zarr,
+        "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": _zero_of(dtype.zarr),
+        "fill_value": fill_value,
         "codecs": [codec],
         "attributes": tensor_attributes(info, None),
         "dimension_names": dimension_names(node_name(info.name), shape),
@@ -451,9 +476,13 @@ def _check_target(target: int) -> None:
         raise ValueError(f"a target chunk size must be at least 1 byte, not {target!r}")
 
 
-def _check_zarr_format(zarr_format: object) -> None:
+def _check_zarr_format(zarr_format: object, extension_dtypes: bool = False) -> None:
     if zarr_format not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, not {zarr_format!r}")
+    if extension_dtypes and zarr_format == 2:
+        raise ValueError(
+            "extension_dtypes needs zarr_format=3: Zarr v2 has no names for bfloat16 or float8"
+        )
 
 
 def _zero_of(data_type: str) -> object:

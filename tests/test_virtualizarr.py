@@ -516,3 +516,25 @@ def test_each_array_is_what_zarr_makes_of_its_document(tmp_path: Path, chunks: A
         assert references == [(uri, offset, length) for _, offset, length in info.chunks(sizes)], (
             name
         )
+
+
+def test_extension_dtypes_need_a_data_type_zarr_python_knows(tmp_path: Path) -> None:
+    from zarr.core.dtype import get_data_type_from_json
+
+    path = tmp_path / "bf16.safetensors"
+    path.write_bytes(build({"w": tensor("BF16", [2], 0, 4), "n": tensor("F32", [1], 4, 8)}, 8))
+    parser = SafetensorsParser(extension_dtypes=True)
+    try:
+        get_data_type_from_json("bfloat16", zarr_format=3)
+    except ValueError:
+        with pytest.raises(
+            ValueError,
+            match="zarr-python has no data type 'bfloat16' \\(for the BF16 tensor 'w'\\)",
+        ):
+            parser(path.as_uri(), _registry())
+    else:  # pragma: no cover - a package registered bfloat16 with zarr-python
+        store = parser(path.as_uri(), _registry())
+        assert store._group.arrays["w"].metadata.to_dict()["data_type"] == "bfloat16"
+    # Off (the default): the same bits as uint16.
+    store = SafetensorsParser()(path.as_uri(), _registry())
+    assert store._group.arrays["w"].metadata.to_dict()["data_type"] == "uint16"

@@ -582,3 +582,91 @@ def test_a_checkpoint_needs_every_shard_url(sharded: tuple[Path, dict[str, Any]]
     assert documents["norm/zarr.json"]["attributes"]["safetensors_file"] == (
         "model-00002-of-00002.safetensors"
     )
+
+
+# --- extension data types, read by TensorStore ---------------------------------------------
+
+_EXTENSION_CASES = [  # name, dtype, shape
+    ("bf16", "BF16", [2, 3]),
+    ("bf16.chunked", "BF16", [4, 6]),
+    ("e4m3", "F8_E4M3", [4]),
+    ("e5m2", "F8_E5M2", [2, 2]),
+    ("e8m0", "F8_E8M0", []),
+    ("e4m3fnuz", "F8_E4M3FNUZ", [3]),
+    ("e5m2fnuz", "F8_E5M2FNUZ", [3]),
+    ("f32.chunked", "F32", [4, 2]),
+    ("f4", "F4", [2, 4]),
+    ("empty", "BF16", [0, 2]),
+]
+
+
+def _extension_file(tmp_path: Path) -> tuple[Path, bytes]:
+    entries: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    at = 0
+    for name, dtype, shape in _EXTENSION_CASES:
+        count = 1
+        for size in shape:
+            count *= size
+        nbytes = count * DTYPES[dtype].bits // 8
+        entries[name] = tensor(dtype, shape, at, at + nbytes)
+        at += nbytes
+    data = build(entries, bytes((7 * i + 3) % 251 for i in range(at)))
+    path = tmp_path / "extension.safetensors"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_tensorstore_reads_the_extension_data_types(tmp_path: Path) -> None:
+    ts = pytest.importorskip("tensorstore")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    np = pytest.importorskip("numpy")
+    path, data = _extension_file(tmp_path)
+    header = read_header(path)
+    chunks = {"bf16.chunked": [1, 6], "f32.chunked": [2, 2]}
+    refs = to_kerchunk(header, str(path), zarr_format=3, chunks=chunks, extension_dtypes=True)
+    # The references made into a directory store (TensorStore reads no kerchunk): each
+    # document as written, each chunk the bytes of the file it points at.
+    root = tmp_path / "store"
+    for key, value in refs["refs"].items():
+        target = root / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, str):
+            target.write_text(value)
+        else:
+            _, offset, length = value
+            target.write_bytes(data[offset : offset + length])
+    reference = reference_header(data)
+    for name, dtype, shape in _EXTENSION_CASES:
+        node = root / node_name(name)
+        array = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": f"{node}/"}})
+        values = array.result().read().result()
+        kind = DTYPES[dtype]
+        if kind.packed:  # F4: its bytes, as uint8
+            assert values.dtype == np.uint8
+            assert values.tobytes() == reference[name][2]
+            continue
+        assert values.shape == tuple(shape) == reference[name][1], name
+        assert values.tobytes() == reference[name][2], name
+        if kind.ml_dtypes is not None:
+            assert values.dtype == np.dtype(getattr(ml_dtypes, kind.ml_dtypes)), name
+            expected = np.frombuffer(reference[name][2], getattr(ml_dtypes, kind.ml_dtypes))
+            assert np.array_equal(values.ravel(), expected, equal_nan=True), name
+
+
+def test_extension_data_types_are_opt_in_and_zarr_v3_only(tmp_path: Path) -> None:
+    path, _ = _extension_file(tmp_path)
+    header = read_header(path)
+    plain = to_zarr(header)
+    named = to_zarr(header, extension_dtypes=True)
+    for name, dtype, _ in _EXTENSION_CASES:
+        document = named[f"{node_name(name)}/zarr.json"]
+        assert plain[f"{node_name(name)}/zarr.json"]["data_type"] == DTYPES[dtype].zarr
+        if DTYPES[dtype].ml_dtypes is not None and not DTYPES[dtype].packed:
+            assert document["data_type"] == DTYPES[dtype].ml_dtypes
+            assert document["fill_value"] == "0x" + "00" * (DTYPES[dtype].bits // 8)
+        else:
+            assert document == plain[f"{node_name(name)}/zarr.json"]
+    with pytest.raises(ValueError, match="extension_dtypes needs zarr_format=3"):
+        to_kerchunk(header, str(path), extension_dtypes=True)  # kerchunk's default is v2
+    with pytest.raises(ValueError, match="extension_dtypes needs zarr_format=3"):
+        array_metadata(header.tensors["bf16"], zarr_format=2, extension_dtypes=True)
