@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from obspec_utils.registry import ObjectStoreRegistry
@@ -137,12 +137,12 @@ class SafetensorsParser:
             source = _read_header(store, path, self.max_header_size)
         entries = _entries_with_urls(source, url)
         check_chunks_option(self.chunks, [(info, None) for info, _, _ in entries])
-        arrays = _Arrays(self.extension_dtypes)
+        arrays = _Arrays(self.chunks, self.extension_dtypes)
         for info, shard, shard_url in entries:
             node = node_name(info.name)
             if info.name in self.drop_variables or node in self.drop_variables:
                 continue
-            arrays.add(info, node, shard_url, chunk_shape(info, chunks=self.chunks), shard)
+            arrays.add(info, node, shard_url, shard)
         group = ManifestGroup(arrays=arrays.arrays(), attributes=attributes_of_group(source))
         return _ManifestStore(group, registry=registry)
 
@@ -212,6 +212,17 @@ def _entries_with_urls(
     ]
 
 
+class _Layout(NamedTuple):
+    """What the tensors of one dtype, shape and chunk shape share."""
+
+    metadata: ArrayV3Metadata  # made and checked by zarr, for the first of them
+    copied: bool  # whether the others' metadata can be copies of it (zarr's is a dataclass)
+    axes: tuple[str, ...]  # "/0", "/1", ...: the dimension names after the array's key
+    grid: tuple[int, ...]  # the array's chunk grid
+    length: int  # bytes a chunk
+    chunk_count: int  # 0 for a zero-size tensor
+
+
 class _Arrays:
     """The virtual arrays of one parse: zarr's checks once per layout, the manifests in bulk.
 
@@ -220,93 +231,103 @@ class _Arrays:
     checkpoint's tensors have few layouts (a Llama-like file: about 6 among 300 tensors).
     The first array of a layout is made and checked by zarr; the others of that layout are
     copies of it with their own attributes and dimension names, the only fields that differ
-    (tests compare each copy with zarr's own). Every chunk's path, offset and length are
-    computed at once, in three arrays of which each manifest holds its slice; each URL is
-    checked and made absolute by VirtualiZarr once.
+    (tests compare each copy with zarr's own). The chunks' paths, offsets and lengths of all
+    arrays with the same chunk grid are computed at once, in three arrays of which each
+    manifest holds a view; each URL is checked and made absolute by VirtualiZarr once.
     """
 
-    def __init__(self, extension_dtypes: bool) -> None:
+    def __init__(self, chunks: Chunks, extension_dtypes: bool) -> None:
+        self.chunks = chunks
+        self.per_name = isinstance(chunks, Mapping)
         self.extension_dtypes = extension_dtypes
-        self.made: dict[tuple[object, ...], ArrayV3Metadata] = {}
+        self.layouts: dict[tuple[object, ...], _Layout] = {}
         self.uris: dict[str, int] = {}  # URL -> its place in `uri_list`
         self.uri_list: list[str] = []
-        # Per array: its key, metadata, chunk grid, and its chunks' URL, first offset,
-        # length and count (0 for a zero-size tensor).
-        self.nodes: list[str] = []
-        self.metadata: list[ArrayV3Metadata] = []
-        self.grids: list[tuple[int, ...]] = []
-        self.chunks: list[tuple[int, int, int, int]] = []
+        # Per array, in order: its key, metadata and layout; its URL's place and its start.
+        self.added: list[tuple[str, ArrayV3Metadata, _Layout, int, int]] = []
 
-    def add(
-        self, info: TensorInfo, node: str, url: str, sizes: tuple[int, ...], shard: str | None
-    ) -> None:
-        grid, length = chunk_grid(info, sizes)
-        if DTYPES[info.dtype].packed:  # a 1-d array of the bytes: chunks in file order
-            grid = (math.prod(grid),)
+    def add(self, info: TensorInfo, node: str, url: str, shard: str | None) -> None:
+        key: tuple[object, ...] = (info.dtype, info.shape)
+        if self.per_name:
+            wanted = self.chunks.get(info.name)  # type: ignore[union-attr]
+            key = (*key, tuple(wanted) if isinstance(wanted, list) else wanted)
+        layout = self.layouts.get(key)
+        if layout is None or not layout.copied:
+            layout = self.layouts[key] = self._layout(info, shard)
+            metadata = layout.metadata
+        else:
+            metadata = object.__new__(ArrayV3Metadata)
+            fields = metadata.__dict__
+            fields.update(layout.metadata.__dict__)
+            fields["attributes"] = tensor_attributes(info, shard)
+            fields["dimension_names"] = tuple([node + axis for axis in layout.axes])
         uri = self.uris.get(url)
         if uri is None:
             uri = self.uris[url] = len(self.uri_list)
             self.uri_list.append(validate_and_normalize_path_to_uri(url))
-        self.nodes.append(node)
-        self.metadata.append(self._metadata(info, node, sizes, shard))
-        self.grids.append(grid)
+        self.added.append((node, metadata, layout, uri, info.start))
+
+    def _layout(self, info: TensorInfo, shard: str | None) -> _Layout:
+        sizes = chunk_shape(info, chunks=self.chunks)
+        document = array_metadata(info, chunks=sizes, extension_dtypes=self.extension_dtypes)
+        if shard is not None:
+            document["attributes"]["safetensors_file"] = shard
+        try:
+            metadata = ArrayV3Metadata.from_dict(document)
+        except ValueError as error:
+            if document["data_type"] == DTYPES[info.dtype].zarr:
+                raise
+            raise ValueError(
+                f"zarr-python has no data type {document['data_type']!r} (for the "
+                f"{info.dtype} tensor {info.name!r}), which extension_dtypes=True asks "
+                "for: register one with zarr-python, or leave extension_dtypes off (the "
+                "same bits as unsigned integers)"
+            ) from error
+        grid, length = chunk_grid(info, sizes)
+        if DTYPES[info.dtype].packed:  # a 1-d array of the bytes: chunks in file order
+            grid = (math.prod(grid),)
         # Chunk j of the grid (C order) is the j-th piece of the tensor's bytes; a scalar's
         # grid is (), as VirtualiZarr's HDF parser makes it; a zero-size array's grid has
         # no chunk in it.
-        self.chunks.append((uri, info.start, length, math.prod(grid) if info.numel else 0))
-
-    def _metadata(
-        self, info: TensorInfo, node: str, sizes: tuple[int, ...], shard: str | None
-    ) -> ArrayV3Metadata:
-        key = (info.dtype, info.shape, sizes)
-        model = self.made.get(key)
-        if model is None or not hasattr(model, "__dict__"):
-            document = array_metadata(info, chunks=sizes, extension_dtypes=self.extension_dtypes)
-            if shard is not None:
-                document["attributes"]["safetensors_file"] = shard
-            try:
-                model = self.made[key] = ArrayV3Metadata.from_dict(document)
-            except ValueError as error:
-                if document["data_type"] == DTYPES[info.dtype].zarr:
-                    raise
-                raise ValueError(
-                    f"zarr-python has no data type {document['data_type']!r} (for the "
-                    f"{info.dtype} tensor {info.name!r}), which extension_dtypes=True asks "
-                    "for: register one with zarr-python, or leave extension_dtypes off (the "
-                    "same bits as unsigned integers)"
-                ) from error
-            return model
-        metadata: ArrayV3Metadata = object.__new__(ArrayV3Metadata)
-        fields = vars(metadata)
-        fields.update(vars(model))
-        fields["attributes"] = tensor_attributes(info, shard)
-        fields["dimension_names"] = tuple(dimension_names(node, model.shape))
-        return metadata
+        return _Layout(
+            metadata,
+            hasattr(metadata, "__dict__"),
+            tuple(dimension_names("", metadata.shape)),  # each name is the key, then these
+            grid,
+            length,
+            math.prod(grid) if info.numel else 0,
+        )
 
     def arrays(self) -> dict[str, ManifestArray]:
         """Node -> virtual array, in the order they were added."""
-        table = np.array(self.chunks, dtype=np.uint64).reshape(-1, 4)
-        counts = table[:, 3].astype(np.intp)
-        firsts = np.cumsum(counts) - counts  # where each array's chunks begin
-        owner = np.repeat(np.arange(len(counts)), counts)  # the array of each chunk
-        lengths = table[owner, 2]
-        offsets = (
-            table[owner, 1] + (np.arange(len(owner)) - firsts[owner]).astype(np.uint64) * lengths
-        )
-        paths = np.array(self.uri_list, dtype=np.dtypes.StringDType())[table[owner, 0]]
-        arrays = {}
-        for node, metadata, grid, first, count in zip(
-            self.nodes, self.metadata, self.grids, firsts.tolist(), counts.tolist(), strict=True
-        ):
-            if count:
-                part = slice(first, first + count)
-                manifest = ChunkManifest.from_arrays(
-                    paths=paths[part].reshape(grid),
-                    offsets=offsets[part].reshape(grid),
-                    lengths=lengths[part].reshape(grid),
+        manifests: dict[int, ChunkManifest] = {}
+        by_grid: dict[tuple[int, ...], list[int]] = {}
+        for number, (_, _, layout, _, _) in enumerate(self.added):
+            if layout.chunk_count:
+                by_grid.setdefault(layout.grid, []).append(number)
+            else:
+                manifests[number] = ChunkManifest(entries={}, shape=layout.grid)
+        uri_list = np.array(self.uri_list, dtype=np.dtypes.StringDType())
+        for grid, numbers in by_grid.items():
+            table = np.array(
+                [(self.added[n][3], self.added[n][4], self.added[n][2].length) for n in numbers],
+                dtype=np.uint64,
+            )
+            count = math.prod(grid)
+            shape = (len(numbers), *grid)
+            steps = np.arange(count, dtype=np.uint64)
+            offsets = (table[:, 1:2] + steps * table[:, 2:3]).reshape(shape)
+            lengths = np.repeat(table[:, 2], count).reshape(shape)
+            paths: Any = np.repeat(uri_list[table[:, 0]], count).reshape(shape)
+            for row, number in enumerate(numbers):
+                # [row, ...]: a view of the grid's shape, 0-d for a scalar (never a scalar)
+                manifests[number] = ChunkManifest.from_arrays(
+                    paths=paths[row, ...],
+                    offsets=offsets[row, ...],
+                    lengths=lengths[row, ...],
                     validate_paths=False,
                 )
-            else:
-                manifest = ChunkManifest(entries={}, shape=grid)
-            arrays[node] = ManifestArray(metadata=metadata, chunkmanifest=manifest)
-        return arrays
+        return {
+            node: ManifestArray(metadata=metadata, chunkmanifest=manifests[number])
+            for number, (node, metadata, _, _, _) in enumerate(self.added)
+        }
