@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._hashes import TensorHashes, hash_tensors, verify_tensors
+    from ._hub import hub_url
     from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
     from ._writer import update_metadata, write_file
 
@@ -46,6 +47,7 @@ _LAZY = {
     "TensorHashes": "_hashes",
     "hash_tensors": "_hashes",
     "verify_tensors": "_hashes",
+    "hub_url": "_hub",
     "PlannedTensor": "_plan",
     "ReadPlan": "_plan",
     "Split": "_plan",
@@ -100,6 +102,7 @@ __all__ = [
     "bytes_needed",
     "encode_header",
     "hash_tensors",
+    "hub_url",
     "open_file",
     "parse_header",
     "plan_reads",

@@ -41,6 +41,7 @@ from ._checkpoint import Checkpoint, read_checkpoint
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._geometry import chunk_grid
 from ._header import Header, TensorInfo
+from ._hub import hub_url
 from ._options import WORKERS
 from ._sources import read_header, sibling
 from .zarr import (
@@ -109,8 +110,11 @@ class SafetensorsParser:
         """Read the header of the file at `url` and map each tensor to a virtual array.
 
         Args:
-            url: The file's URL with a scheme (``file:///...``, ``s3://...``); chunk
-                references point at it. A URL ending in ``.json`` is a checkpoint's index:
+            url: The file's URL with a scheme (``file:///...``, ``s3://...``,
+                ``https://...``); chunk references point at it. An ``hf://`` path of the
+                Hugging Face Hub is read, and referred to, at its HTTPS URL (`hub_url`:
+                ``https://huggingface.co/<org>/<repo>/resolve/main/<file>``), which the
+                registry must resolve. A URL ending in ``.json`` is a checkpoint's index:
                 its shards, the files it names next to it, are read (their headers only, in
                 parallel) and checked against it as `read_checkpoint` does, and each array
                 refers to its own shard (named in its ``safetensors_file`` attribute).
@@ -124,6 +128,7 @@ class SafetensorsParser:
                 cannot work (see ``safetensors_header.zarr.chunk_shape``); or
                 ``extension_dtypes`` asks for a data type zarr-python does not know.
         """
+        url = hub_url(url)
         source: Header | Checkpoint
         if _is_index(url):
             source = read_checkpoint_from_store(
@@ -169,7 +174,7 @@ def read_checkpoint_from_store(
     the files the index names, next to it. The checks are `read_checkpoint`'s; its
     non-fatal findings are in ``problems``.
     """
-    store, path = registry.resolve(url)
+    store, path = registry.resolve(hub_url(url))
     return read_checkpoint((store, path), max_header_size=max_header_size, max_workers=max_workers)
 
 

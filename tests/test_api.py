@@ -77,6 +77,7 @@ def test_public_names() -> None:
         "hash_tensors",
         "verify_tensors",
         "TensorHashes",
+        "hub_url",
     }
     assert MAX_HEADER_SIZE == 100_000_000
 

@@ -284,3 +284,31 @@ def test_s3fs_empty_objects_and_ranges_past_the_end(s3: S3, options: dict[str, A
         read_ranges(url, [(0, 8), (len(ONE_FILE) + 10, 8)], gap=0, storage_options=options)
     assert info.value.kind == "MetadataIncompleteBuffer"
     assert read_ranges(url, [(len(ONE_FILE) - 4, 4)], storage_options=options) == [ONE_FILE[-4:]]
+
+
+def test_the_virtualizarr_parser_on_s3_urls(s3: S3, store: Any) -> None:
+    pytest.importorskip("virtualizarr")
+    from obspec_utils.registry import ObjectStoreRegistry
+    from virtualizarr import open_virtual_dataset
+
+    from safetensors_header.virtualizarr import SafetensorsParser
+    from safetensors_header.zarr import node_name
+
+    registry = ObjectStoreRegistry({f"s3://{BUCKET}": store})
+    index = f"s3://{BUCKET}/ckpt/model.safetensors.index.json"
+    virtual = open_virtual_dataset(index, registry=registry, parser=SafetensorsParser())
+    assert sorted(virtual.data_vars) == ["a", "b", "c"]
+    assert all(len(s3.gets(f"ckpt/{name}")) == 1 for name in SHARDS)  # a header: one GET
+    assert s3.count("HEAD") == 0
+    loaded = open_virtual_dataset(
+        index, registry=registry, parser=SafetensorsParser(), loadable_variables=["a", "b", "c"]
+    )
+    for tensors in SHARDS.values():
+        for name, array in tensors.items():
+            assert np.array_equal(loaded[node_name(name)].values, array)
+    url = f"s3://{BUCKET}/one.safetensors"
+    chunked = SafetensorsParser(chunks=1024)  # 8 rows of 128 bytes a chunk
+    one = open_virtual_dataset(url, registry=registry, parser=chunked)
+    assert one["embed"].data.manifest.shape_chunk_grid == (8, 1)
+    one = open_virtual_dataset(url, registry=registry, parser=chunked, loadable_variables=["embed"])
+    assert np.array_equal(one["embed"].values, ONE["embed"])

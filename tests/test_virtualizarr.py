@@ -538,3 +538,42 @@ def test_extension_dtypes_need_a_data_type_zarr_python_knows(tmp_path: Path) -> 
     # Off (the default): the same bits as uint16.
     store = SafetensorsParser()(path.as_uri(), _registry())
     assert store._group.arrays["w"].metadata.to_dict()["data_type"] == "uint16"
+
+
+def test_hub_files_and_checkpoints_through_an_https_store(
+    site: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hf://`` paths read, and referred to, at the Hub's HTTPS URLs (here on loopback)."""
+    from obstore.store import HTTPStore
+
+    files = _shards_of_big_data(2, 64)
+    one = {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    files["model.safetensors"] = safetensors_numpy.save(one)
+    site.files.update({f"org/repo/resolve/main/{key}": data for key, data in files.items()})
+    base = site.url("").rstrip("/")
+    monkeypatch.setenv("HF_ENDPOINT", base)
+    registry = ObjectStoreRegistry(
+        {base: HTTPStore.from_url(base, client_options={"allow_http": True})}
+    )
+    parser = SafetensorsParser()
+    single = open_virtual_dataset(
+        "hf://org/repo/model.safetensors",
+        registry=registry,
+        parser=parser,
+        loadable_variables=["w"],
+    )
+    _assert_same(single["w"].values, one["w"])
+    checkpoint = open_virtual_dataset(
+        "hf://org/repo/model.safetensors.index.json", registry=registry, parser=parser
+    )
+    variable = checkpoint[node_name("model.layers.1.norm.weight")]
+    paths = {entry["path"] for entry in variable.data.manifest.dict().values()}
+    assert paths == {f"{base}/org/repo/resolve/main/model-00002-of-00002.safetensors"}
+    loaded = open_virtual_dataset(
+        "hf://org/repo/model.safetensors.index.json",
+        registry=registry,
+        parser=parser,
+        loadable_variables=list(checkpoint.data_vars),
+    )
+    assert loaded[node_name("model.layers.1.norm.weight")].values.tolist() == [1.0, 1.0]
+    assert (loaded[node_name("model.layers.0.mlp.up_proj.weight")].values == 0).all()
