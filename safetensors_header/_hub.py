@@ -50,6 +50,5 @@ def hub_url(url: str, /, *, endpoint: str | None = None) -> str:
     revision = unquote(revision) or "main"
     base = (endpoint or os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
     return (
-        f"{base}/{kind}{quote(org)}/{quote(repo)}/resolve/{quote(revision, safe='')}/"
-        f"{quote(path)}"
+        f"{base}/{kind}{quote(org)}/{quote(repo)}/resolve/{quote(revision, safe='')}/{quote(path)}"
     )

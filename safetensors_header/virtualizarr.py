@@ -66,9 +66,10 @@ class SafetensorsParser:
 
     A VirtualiZarr 2 parser: called as ``parser(url, registry)``, as
     ``virtualizarr.open_virtual_dataset(url, registry=registry, parser=parser)`` does. Only
-    the header is read (one ranged read of the first 128 KiB after asking the store for the
-    file's size, and a second read only when the header is longer), and it is validated as
-    the reference does (`HeaderError` for a bad file).
+    the header is read (one ranged read of the first 128 KiB, which brings the file's size
+    with it, and a second read only when the header is longer; a store of ``head`` and
+    ``get_range`` only is asked the size first), and it is validated as the reference does
+    (`HeaderError` for a bad file).
 
     Args:
         drop_variables: Tensors to leave out, by name as in the file or as the variable

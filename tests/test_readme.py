@@ -1,4 +1,5 @@
-"""The README's Python examples run as written (those that need no network or model files)."""
+"""The Python examples of the README and the docs pages run as written (those that need no
+network or model files)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+EXAMPLES = [
+    (page.stem, block)
+    for page in PAGES
+    for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.DOTALL)
+]
+BLOCKS = [block for page, block in EXAMPLES if page == "README"]
 # Examples that need what a test machine does not have: the network, a real checkpoint.
-ELSEWHERE = ('"https://', "Llama-3-8B/", '"s3://')  # network, files and buckets not here
+ELSEWHERE = ('"https://', "Llama-3-8B/", '"s3://', '"hf://', '"http://')  # not here
 NEEDS = ("zarr", "fsspec", "virtualizarr", "numpy", "icechunk", "dask", "awkward", "obstore")
 
 
@@ -24,10 +31,13 @@ def test_the_readme_has_examples() -> None:
 
 def runnable() -> list[object]:
     cases = []
-    for number, block in enumerate(BLOCKS, 1):
+    numbers: dict[str, int] = {}
+    for page, block in EXAMPLES:
+        numbers[page] = number = numbers.get(page, 0) + 1
         reason = next((f"needs {word}" for word in ELSEWHERE if word in block), None)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
-        cases.append(pytest.param(block, id=f"block-{number}", marks=marks))
+        name = "block" if page == "README" else page
+        cases.append(pytest.param(block, id=f"{name}-{number}", marks=marks))
     return cases
 
 
