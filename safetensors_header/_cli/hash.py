@@ -24,7 +24,7 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     for source in args.sources:
         try:
-            hashes = hashes_of(read_source(source, "hash"), args.algorithm)
+            hashes = hashes_of(read_source(source, "hash", opened=True), args.algorithm)
         except Failure as failure:
             status = 1
             failure.report(source, out, err, json=args.json)

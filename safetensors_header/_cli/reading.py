@@ -164,8 +164,13 @@ class Read:
         return self.header.tensors
 
 
-def read_source(source: str, command: str) -> Read:
-    """Read one SOURCE; `Failure` says why it cannot be read."""
+def read_source(source: str, command: str, *, opened: bool = False) -> Read:
+    """Read one SOURCE; `Failure` says why it cannot be read.
+
+    `opened`: keep a single file open (`Read.file`) for the reads of its data or its
+    header's bytes that follow (``hash``, ``validate``); without it, only the header is read
+    (and the data path is not imported: a command's start stays cheap).
+    """
     try:
         if source == STDIN:
             if sys.stdin is None:  # started with no standard input at all
@@ -175,6 +180,8 @@ def read_source(source: str, command: str) -> Read:
             return Read(source, header=header, prefix=bytes(recorder.data[: header.data_start]))
         if _is_checkpoint(source):
             return _read_checkpoint(source, command)
+        if not opened:
+            return Read(source, header=read_header(source))
         from .._fetch import open_file
 
         file = open_file(source)

@@ -91,7 +91,7 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     for source in args.sources:
         verdict = _Verdict(source, strict=args.strict)
         try:
-            read = read_source(source, "validate")
+            read = read_source(source, "validate", opened=True)
             _check(verdict, read)
             if manifests:
                 expected = _manifest_for(source, manifests, args.hashes)

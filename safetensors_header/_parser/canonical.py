@@ -37,6 +37,7 @@ readers decide it, with their messages.
 from __future__ import annotations
 
 import re
+from functools import cache
 from itertools import accumulate, repeat
 from operator import mul
 
@@ -64,11 +65,21 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Final
 
-# Whitespace between two word characters would split a number or `null` in two: removing it
-# would join two tokens into one.
-_WORD_GAP: Final = re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
-# The insides of the distinct shapes, joined by "],[".
-_SHAPE_LISTS: Final = re.compile(rf"{UINT_LIST}(?:\],\[{UINT_LIST})*")
+# The patterns are compiled on first use: compiling every pattern of the parser at import
+# took about a millisecond, a tenth of the import, paid by every command-line call.
+
+
+@cache
+def _word_gap() -> re.Pattern[str]:
+    """Whitespace between two word characters, which would split a number or `null` in two:
+    removing it would join two tokens into one."""
+    return re.compile("[0-9A-Za-z_][ \t\r\n]+[0-9A-Za-z_]")
+
+
+@cache
+def _shape_lists() -> re.Pattern[str]:
+    """The insides of the distinct shapes, joined by "],["."""
+    return re.compile(rf"{UINT_LIST}(?:\],\[{UINT_LIST})*")
 
 
 def _entry_template(order: tuple[str, ...]) -> tuple[tuple[tuple[int, str], ...], int, int, int]:
@@ -160,7 +171,7 @@ def _without_whitespace(parts: list[str]) -> bool:
     # tokens) never stands between two word characters.
     cleaned = outside.replace(": ", ":").replace(", ", ",")
     if any(space in cleaned for space in JSON_WHITESPACE):
-        if _WORD_GAP.search(cleaned):
+        if _word_gap().search(cleaned):
             return False
         for space in JSON_WHITESPACE:
             cleaned = cleaned.replace(space, "")
@@ -277,7 +288,7 @@ def canonical_shapes(
         end = -len(closing)
         insides = [part[2:end] for part in distinct]
     joined = "],[".join(insides)
-    if not _SHAPE_LISTS.fullmatch(joined):
+    if not _shape_lists().fullmatch(joined):
         return None
     parsed = list(map(tuple, scan(f"[[{joined}]]", 0)[0]))
     if len(parsed) != len(distinct):
@@ -292,12 +303,11 @@ def canonical_shapes(
     return shapes, list(map(counts.__getitem__, column)), count_of
 
 
-# Each part of an offsets column followed by a '"' (which no part holds, so that a repetition
-# of the pattern is exactly one part).
-_OFFSET_PARTS: Final = {
-    separator: re.compile(rf'(?::\[{DIGITS},{DIGITS}\]{re.escape(separator)}")*{POSSESSIVE}')
-    for separator in (",", "},")
-}
+@cache
+def _offset_parts(separator: str) -> re.Pattern[str]:
+    """Each part of an offsets column followed by a '"' (which no part holds, so that a
+    repetition of the pattern is exactly one part)."""
+    return re.compile(rf'(?::\[{DIGITS},{DIGITS}\]{re.escape(separator)}")*{POSSESSIVE}')
 
 
 _SPACES_FOR_MARKUP: Final = str.maketrans(':[]}"', "     ")  # all that is not a number or ','
@@ -307,7 +317,7 @@ def _canonical_offsets(joined: str, separator: str) -> list[int] | None:
     """The ``:[begin,end]`` parts (joined with '"') as one flat list of integers; None if not
     so."""
     # A pattern ending in '"' with no other '"' matches part by part.
-    if not _OFFSET_PARTS[separator].fullmatch(joined + '"'):
+    if not _offset_parts(separator).fullmatch(joined + '"'):
         return None
     # ':[0,8]},":[8,32]},' -> "  0,8  ,   8,32  ": one scan of a JSON array of integers,
     # which rejects a leading zero (serde_json does too, and the json reader decides).

@@ -34,6 +34,7 @@ tensor to this reader's 4, but four replaces cost about a nanosecond a byte).
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from .._format import METADATA_KEY
 from . import canonical
@@ -69,7 +70,12 @@ _NOT_CONTROL: Final = bytes(range(0x20, 0x100))  # UTF-8 puts no byte below 0x80
 #: form faster (see the module's docstring).
 SMALLEST: Final = 2 * 2**20
 _PIECES: Final = ("", '"', "")  # the offsets' form for `chained_ends`: "B,E" joined by '"'
-_OFFSET_PAIRS: Final = re.compile(rf'(?:{DIGITS},{DIGITS}")*{POSSESSIVE}')
+
+
+@cache
+def _offset_pairs() -> re.Pattern[str]:
+    """The offsets column, pair by pair (compiled on first use: a cheap import)."""
+    return re.compile(rf'(?:{DIGITS},{DIGITS}")*{POSSESSIVE}')
 
 
 def compact_columns(text: str) -> Columns | None:
@@ -112,7 +118,7 @@ def compact_columns(text: str) -> Columns | None:
     ends = canonical.chained_ends(dtypes, counts, offsets, _PIECES)
     if ends is not None:
         return tuple_new(Columns, (names, dtypes, shapes, [0, *ends[:-1]], ends, metadata))
-    if not _OFFSET_PAIRS.fullmatch(offsets + '"'):  # matches piece by piece
+    if not _offset_pairs().fullmatch(offsets + '"'):  # matches piece by piece
         return None
     try:  # one scan of a JSON array, which rejects a leading zero
         values: list[int] = scan("[" + offsets.replace('"', ",") + "]", 0)[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from json.scanner import make_scanner
 
 from .._format import DTYPES, METADATA_KEY, TENSOR_FIELDS
@@ -156,13 +157,16 @@ def _e_accounted_for(text: str, expected: int) -> bool:
     """
     found = text.count("e")
     return found == expected or (
-        "\\" in text and found == expected + "".join(_U_ESCAPE.findall(text)).count("e")
+        "\\" in text and found == expected + "".join(_u_escape().findall(text)).count("e")
     )
 
 
-# Escapes are matched left to right, so that an escaped backslash before "u00e9" (\\u00e9 in
-# the text) does not start one; JSON has no backslash outside strings.
-_U_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
+@cache
+def _u_escape() -> re.Pattern[str]:
+    """Escapes, matched left to right, so that an escaped backslash before "u00e9" (\\u00e9
+    in the text) does not start one; JSON has no backslash outside strings. (Compiled on
+    first use: a cheap import.)"""
+    return re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 
 
 def _no_float(token: str) -> NoReturn:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from itertools import accumulate
 from operator import le
 from types import MappingProxyType
@@ -121,7 +122,7 @@ def _reject_lone_surrogates(top: object) -> None:
 
 
 def _check_string(value: str) -> None:
-    if _SURROGATE.search(value):
+    if _surrogate().search(value):
         _bad_json(f"lone surrogate escape in the string {value[:40]!r}")
 
 
@@ -276,7 +277,10 @@ def _parse_float(token: str) -> float:
     return float(token)
 
 
-_NUMBER: Final = re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
+@cache
+def _number() -> re.Pattern[str]:
+    """A JSON number's parts (compiled on first use, as every pattern here: a cheap import)."""
+    return re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
 
 
 _I32_MAX: Final = 2**31 - 1
@@ -297,7 +301,7 @@ def _f64_out_of_range(token: str) -> bool:
     So it rejects some numbers that round to f64::MAX, such as 1.7976931348623158e308.
     Underflow is never an error.
     """
-    match = _NUMBER.fullmatch(token)
+    match = _number().fullmatch(token)
     assert match is not None  # json's scanner only hands over valid number tokens
     whole, fraction, exponent_sign, exponent_digits = match.groups()
     # Integer digits: kept while the u64 holds them, then each dropped one adds a power of 10.
@@ -345,13 +349,17 @@ _DECODER: Final = json.JSONDecoder(
 )
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+@cache
+def _surrogate() -> re.Pattern[str]:
+    return re.compile("[\ud800-\udfff]")
 
 
 # --- the nesting, measured without recursion (§3.11) ------------------------------------------
 
 
-_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+@cache
+def _string() -> re.Pattern[str]:
+    return re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 _NOT_BRACKETS: Final = bytes(set(range(256)) - set(b"[]{}"))  # UTF-8 keeps brackets one byte
@@ -369,7 +377,7 @@ def reject_deep_nesting(text: str) -> None:
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return  # no deeper than the brackets it opens
     # With no escaped quote, quotes delimit strings.
-    outside = _STRING.sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
+    outside = _string().sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
     brackets = outside.encode().translate(None, _NOT_BRACKETS)
     if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH:
         _bad_json(f"nesting deeper than {MAX_DEPTH} arrays and objects")
