@@ -313,7 +313,6 @@ class _Arrays:
                 by_grid.setdefault(layout.grid, []).append(number)
             else:
                 manifests[number] = ChunkManifest(entries={}, shape=layout.grid)
-        uri_list = np.array(self.uri_list, dtype=np.dtypes.StringDType())
         for grid, numbers in by_grid.items():
             table = np.array(
                 [(self.added[n][3], self.added[n][4], self.added[n][2].length) for n in numbers],
@@ -324,7 +323,12 @@ class _Arrays:
             steps = np.arange(count, dtype=np.uint64)
             offsets = (table[:, 1:2] + steps * table[:, 2:3]).reshape(shape)
             lengths = np.repeat(table[:, 2], count).reshape(shape)
-            paths: Any = np.repeat(uri_list[table[:, 0]], count).reshape(shape)
+            # From a list: numpy 2.1's StringDType fails to repeat or fancy-index.
+            uris = [self.uri_list[self.added[number][3]] for number in numbers]
+            paths: Any = np.array(
+                uris if count == 1 else [uri for uri in uris for _ in range(count)],
+                dtype=np.dtypes.StringDType(),
+            ).reshape(shape)
             for row, number in enumerate(numbers):
                 # [row, ...]: a view of the grid's shape, 0-d for a scalar (never a scalar)
                 manifests[number] = ChunkManifest.from_arrays(

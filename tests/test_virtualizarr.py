@@ -555,22 +555,36 @@ def test_hub_files_and_checkpoints_through_an_https_store(
     registry = ObjectStoreRegistry(
         {base: HTTPStore.from_url(base, client_options={"allow_http": True})}
     )
+    from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
+
+    from safetensors_header import hub_url
+
     parser = SafetensorsParser()
+
+    def hub(path: str) -> str:
+        # VirtualiZarr 2.5.0 takes a URL of a scheme it does not list (hf://) for a relative
+        # path before the parser sees it: there, the HTTPS URL is what a user passes.
+        try:
+            kept = validate_and_normalize_path_to_uri(path) == path
+        except ValueError:
+            kept = False
+        return path if kept else hub_url(path)
+
+    assert isinstance(parser("hf://org/repo/model.safetensors", registry), ManifestStore)
     single = open_virtual_dataset(
-        "hf://org/repo/model.safetensors",
+        hub("hf://org/repo/model.safetensors"),
         registry=registry,
         parser=parser,
         loadable_variables=["w"],
     )
     _assert_same(single["w"].values, one["w"])
-    checkpoint = open_virtual_dataset(
-        "hf://org/repo/model.safetensors.index.json", registry=registry, parser=parser
-    )
+    index = hub("hf://org/repo/model.safetensors.index.json")
+    checkpoint = open_virtual_dataset(index, registry=registry, parser=parser)
     variable = checkpoint[node_name("model.layers.1.norm.weight")]
     paths = {entry["path"] for entry in variable.data.manifest.dict().values()}
     assert paths == {f"{base}/org/repo/resolve/main/model-00002-of-00002.safetensors"}
     loaded = open_virtual_dataset(
-        "hf://org/repo/model.safetensors.index.json",
+        index,
         registry=registry,
         parser=parser,
         loadable_variables=list(checkpoint.data_vars),
