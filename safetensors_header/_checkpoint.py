@@ -18,10 +18,11 @@ from functools import partial
 from types import MappingProxyType
 
 from ._diagnose import listed
-from ._errors import HeaderError
+from ._errors import HeaderError, RemoteError
 from ._fetch import SafetensorsFile
 from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
+from ._hub import REPOSITORY_NAMES, hub_repository
 from ._local import PathFile, mode_kind
 from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
 from ._rangefile import header_of, map_parallel
@@ -185,10 +186,14 @@ def read_checkpoint(
     A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. The source may also be an
     ``http(s)://`` URL of an index JSON (its shards are then read from URLs next to it) or
     of a single file; `headers`, `timeout`, `first_read` and `retries` are as for
-    `read_header` (and ignored for local files). It may be an fsspec URL (``s3://``,
-    ``hf://``, ...; `storage_options` passed on) or a ``(store, path)`` pair of an obstore
-    store or an fsspec filesystem, of an index or a single file: shards are then read from
-    beside the index, in the same store. Every shard named by an index is read (its
+    `read_header` (and ignored for local files). An ``hf://`` path of the Hugging Face Hub
+    is read at its HTTPS URL (`hub_url`; the token of ``HF_TOKEN`` or of huggingface_hub's
+    login, to the Hub only); one that names a repository without a file
+    (``hf://org/repo``, ``hf://org/repo@revision``) is read as the first of
+    ``model.safetensors.index.json``, ``model.safetensors`` and the diffusers names that it
+    has. It may be an fsspec URL (``s3://``, ``gs://``, ...; `storage_options` passed on) or
+    a ``(store, path)`` pair of an obstore store or an fsspec filesystem, of an index or a
+    single file: shards are then read from beside the index, in the same store. Every shard named by an index is read (its
     header only), in parallel: the index, then every shard's header at once (at most
     `max_workers` requests in flight), and checked against the index. A remote shard's
     first read asks for no more than its header is likely to take, as estimated from the
@@ -238,11 +243,26 @@ def read_checkpoint(
     file: RangeFile
     shard_files: list[RangeFile]
     if kind in ("http", "fsspec", "store"):
-        index = open_source(source, options)
-        name = _file_name(source)
-        if not name.endswith(".json"):
-            return _single(name, index, header_of(index, max_header_size, clock))
-        raw = index.document(max_index_size, clock)
+        repository = hub_repository(source) if kind == "http" else None  # type: ignore[arg-type]
+        names = [source] if repository is None else [repository + n for n in REPOSITORY_NAMES]
+        for number, candidate in enumerate(names):
+            index = open_source(candidate, options)
+            name = _file_name(candidate)
+            try:
+                if not name.endswith(".json"):
+                    return _single(name, index, header_of(index, max_header_size, clock))
+                raw = index.document(max_index_size, clock)
+                break
+            except RemoteError as error:
+                if repository is None or error.status != 404:
+                    raise
+                if number == len(names) - 1:
+                    raise RemoteError(
+                        f"{repository} has no {' and no '.join(REPOSITORY_NAMES)} at its top "
+                        "level: name the file to read (hf://<org>/<repo>/<file>)",
+                        url=repository,
+                        status=404,
+                    ) from None
         where = index.shown
         metadata, weight_map = _index_of(raw, where, max_index_size)
         shard_files = []

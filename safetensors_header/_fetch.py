@@ -266,7 +266,7 @@ def read_ranges(
         source: What `read_header` reads: a local path (read with ``os.preadv``: no shared
             file position, safe from many threads), a bytes-like object, a seekable binary
             file object (its position is restored afterwards), an ``http(s)://`` URL, an
-            fsspec URL (``s3://``, ``gs://``, ``hf://``, ``memory://``, ...), a
+            ``hf://`` path, an fsspec URL (``s3://``, ``gs://``, ``memory://``, ...), a
             ``(store, path)`` pair of an obstore store or an fsspec filesystem, or a
             `SafetensorsFile` (its reads checked against the file its header came from).
         ranges: ``(offset, length)`` pairs of non-negative ints.

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import http.client
     import urllib.request
     from collections.abc import Callable, Iterable, Iterator
+    from email.message import Message
     from typing import IO, Any, Final, TypeVar
 
     from ._options import Options
@@ -87,6 +88,20 @@ _CONTENT_RANGE: Final = re.compile(
 )
 _UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_DECIMAL})", re.ASCII | re.IGNORECASE)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_HUB_HINTS: Final = {
+    "RepoNotFound": (
+        "the Hugging Face Hub has no such repository, or it is private or gated and the "
+        "request had no token for it (set HF_TOKEN, or pass headers={'Authorization': "
+        "'Bearer <token>'})"
+    ),
+    "GatedRepo": (
+        "the repository is gated: accept its conditions on its page on the Hub, then read "
+        "it with a token of that account (HF_TOKEN)"
+    ),
+    "EntryNotFound": "the repository has no such file at this revision",
+    "RevisionNotFound": "the repository has no such revision (branch, tag or commit)",
+    "DisabledRepo": "the repository has been disabled on the Hub",
+}
 _PERMANENT_5XX: Final = frozenset({501, 505})  # Not Implemented, Version Not Supported
 _HINTS: Final = {
     401: "the server wants credentials; pass headers={'Authorization': 'Bearer <token>'}",
@@ -334,7 +349,9 @@ class _Client:
             response = self._open(url, self._headers_here(url))
         except urllib.error.HTTPError as error:
             with error:
-                raise self._status_error(error.code, error.geturl() or self.url) from None
+                raise self._status_error(
+                    error.code, error.geturl() or self.url, error.headers
+                ) from None
         with response:
             if self.file.final is None:
                 self.file.final = response.geturl() or self.file.url
@@ -442,7 +459,7 @@ class _Client:
                         return self._attempt(
                             start, stop, segments, rest, ranged=False, header=header
                         )
-                raise self._status_error(error.code, location) from None
+                raise self._status_error(error.code, location, error.headers) from None
         try:
             if not file.pinned:
                 file.final = response.geturl() or file.url
@@ -686,7 +703,9 @@ class _Client:
                 raise self._changed(f"its size was {file.size:,} bytes", size)
         return 0
 
-    def _status_error(self, status: int, location: str) -> RemoteError:
+    def _status_error(
+        self, status: int, location: str, headers: Message | None = None
+    ) -> RemoteError:
         import http
 
         try:
@@ -696,7 +715,10 @@ class _Client:
         where = self.shown
         if location != self.given:
             where += f" (redirected to {redact(location)})"
-        hint = _HINTS.get(status)
+        # The Hugging Face Hub says which of its errors it is (the code only: the server's
+        # own message never reaches a terminal).
+        code = headers.get("X-Error-Code", "") if headers is not None else ""
+        hint = _HUB_HINTS.get(str(code)) or _HINTS.get(status)
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
         return RemoteError(message, url=self.shown, status=status)
 

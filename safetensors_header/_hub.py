@@ -8,12 +8,24 @@ from __future__ import annotations
 import os
 from urllib.parse import quote, unquote
 
-__all__ = ["HUB_ENDPOINT", "hub_url"]
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_repository", "hub_url"]
 
 #: Where the Hub is, unless ``HF_ENDPOINT`` says otherwise (as for huggingface_hub).
 HUB_ENDPOINT = "https://huggingface.co"
 
 _REPO_TYPES = ("datasets/", "spaces/")
+
+#: What a repository named without a file is read as, in this order: the first that exists.
+REPOSITORY_NAMES = (
+    "model.safetensors.index.json",
+    "model.safetensors",
+    "diffusion_pytorch_model.safetensors.index.json",
+    "diffusion_pytorch_model.safetensors",
+)
 
 
 def hub_url(url: str, /, *, endpoint: str | None = None) -> str:
@@ -38,17 +50,70 @@ def hub_url(url: str, /, *, endpoint: str | None = None) -> str:
     """
     if not url.startswith("hf://"):
         return url
-    rest = url[len("hf://") :]
-    kind = next((prefix for prefix in _REPO_TYPES if rest.startswith(prefix)), "")
-    parts = rest[len(kind) :].split("/", 2)
-    if len(parts) < 3 or not all(parts):
+    kind, org, repo, path = _parts(url)
+    if not path:
         raise ValueError(
             f"expected hf://[datasets/|spaces/]<org>/<repo>[@<revision>]/<file>, not {url!r}"
         )
-    org, repo, path = parts
     repo, _, revision = repo.partition("@")
     revision = unquote(revision) or "main"
     base = (endpoint or os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
     return (
         f"{base}/{kind}{quote(org)}/{quote(repo)}/resolve/{quote(revision, safe='')}/{quote(path)}"
     )
+
+
+def hub_repository(url: str, /) -> str | None:
+    """``hf://<org>/<repo>[@<revision>]/`` for an ``hf://`` path that names a repository and
+    no file (its files are then `REPOSITORY_NAMES`, tried in order); ``None`` otherwise."""
+    if not url.startswith("hf://"):
+        return None
+    kind, org, repo, path = _parts(url)
+    return None if path else f"hf://{kind}{org}/{repo}/"
+
+
+def hub_headers(headers: Mapping[str, str] | None, token: str | None = None) -> dict[str, str]:
+    """The caller's headers for a request to the Hub, with ``Authorization: Bearer <token>``
+    added unless the caller gives one: `token`, else ``HF_TOKEN`` (or the older
+    ``HUGGING_FACE_HUB_TOKEN``) from the environment, else the token huggingface_hub's
+    login saved (``$HF_TOKEN_PATH``, else ``$HF_HOME/token``, else
+    ``~/.cache/huggingface/token``). The HTTP client sends it to the Hub's own origin only,
+    never on to the CDN a large file is redirected to."""
+    given = dict(headers or {})
+    if any(name.lower() == "authorization" for name in given):
+        return given
+    token = token or _saved_token()
+    if token:
+        given["Authorization"] = f"Bearer {token}"
+    return given
+
+
+def _saved_token() -> str | None:
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        token = os.environ.get(name, "").strip()
+        if token:
+            return token
+    path = os.environ.get("HF_TOKEN_PATH") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"),
+        "token",
+    )
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read(4096).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _parts(url: str) -> tuple[str, str, str, str]:
+    """An ``hf://`` path's repository type prefix, organisation, repository (with its
+    ``@revision``) and file path (``""`` for none)."""
+    rest = url[len("hf://") :]
+    kind = next((prefix for prefix in _REPO_TYPES if rest.startswith(prefix)), "")
+    parts = rest[len(kind) :].split("/", 2)
+    org, repo = parts[0], parts[1] if len(parts) > 1 else ""
+    path = parts[2] if len(parts) > 2 else ""
+    if not org or not repo or repo.startswith("@"):
+        raise ValueError(
+            f"expected hf://[datasets/|spaces/]<org>/<repo>[@<revision>]/<file>, not {url!r}"
+        )
+    return kind, org, repo, path

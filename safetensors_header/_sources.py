@@ -81,8 +81,12 @@ def read_header(
               one when ``8 + N <= first_read``, else one more for exactly the missing bytes
               (redirects followed; a server that ignores Range is read only as far as the
               header and the connection closed);
+            * an ``hf://<org>/<repo>[@<revision>]/<file>`` path of the Hugging Face Hub:
+              read as its HTTPS URL is (`hub_url`; ``HF_ENDPOINT`` honoured), with
+              ``HF_TOKEN`` (or huggingface_hub's saved login) sent to the Hub only, unless
+              `headers` has an Authorization; no fsspec or huggingface_hub needed;
             * an fsspec URL (a ``str`` with another scheme: ``s3://``, ``gs://``, ``az://``,
-              ``hf://``, ``memory://``, ``file://``...), when fsspec and the scheme's
+              ``memory://``, ``file://``...), when fsspec and the scheme's
               package (s3fs, gcsfs, ...) are installed: the size from the filesystem, then
               one ranged read (two for a header longer than `first_read`);
             * a ``(store, path)`` pair: an obstore store (or any obspec store) and a path in
@@ -171,7 +175,8 @@ def _read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) ->
 def kind_of(source: object) -> str:
     """What kind of source `source` is, the one decision every reader goes by.
 
-    ``"http"`` (an http or https URL), ``"fsspec"`` (another URL, read with fsspec),
+    ``"http"`` (an http or https URL, or an ``hf://`` path of the Hugging Face Hub, read at
+    its HTTPS URL), ``"fsspec"`` (another URL, read with fsspec),
     ``"store"`` (a ``(store or filesystem, path)`` pair), ``"path"`` (a local path: a
     ``str`` or an ``os.PathLike``), ``"buffer"`` (a bytes-like object holding the whole
     file), ``"stream"`` (a binary file object), or ``"file"`` (a file opened already).
@@ -179,7 +184,7 @@ def kind_of(source: object) -> str:
     """
     if isinstance(source, str):
         if "://" in source:  # (a local path is the common case: one check)
-            if is_url(source):
+            if is_url(source) or source.startswith("hf://"):
                 return "http"
             if url_scheme(source) is not None:
                 return "fsspec"
@@ -216,6 +221,8 @@ def open_source(source: object, options: Options | None = None) -> RangeFile:
     if kind == "http":
         from ._http import HttpFile  # the HTTP client: only for URLs
 
+        if source.startswith("hf://"):  # type: ignore[attr-defined]
+            return _hub_file(source, options)  # type: ignore[arg-type]
         return HttpFile(source, options)  # type: ignore[arg-type]
     if kind in ("fsspec", "store"):
         from ._stores import store_file  # fsspec and obstore: only for such sources
@@ -230,6 +237,25 @@ def open_source(source: object, options: Options | None = None) -> RangeFile:
     return StreamFile(source, options)
 
 
+def _hub_file(path: str, options: Options) -> RangeFile:
+    """An ``hf://`` path read at the Hub's HTTPS URL, with the caller's token or the saved
+    one (`hub_headers`): the standard library alone, fsspec and huggingface_hub unused."""
+    from ._http import HttpFile
+    from ._hub import hub_headers, hub_url
+
+    extra = dict(options.storage_options or {})
+    token, endpoint = extra.pop("token", None), extra.pop("endpoint", None)
+    if extra:
+        raise ValueError(
+            "an hf:// path is read over HTTPS without fsspec: storage_options takes only "
+            f"'token' and 'endpoint' for it, not {sorted(extra)}; for fsspec's "
+            "HfFileSystem, pass (HfFileSystem(...), path)"
+        )
+    headers = hub_headers(options.headers, token if isinstance(token, str) else None)
+    url = hub_url(path, endpoint=endpoint)
+    return HttpFile(url, options.replace(headers=headers, storage_options=None))
+
+
 def sibling(source: Any, name: str) -> Any:
     """The source of the file `name` next to `source` (a shard beside its index).
 
@@ -239,9 +265,9 @@ def sibling(source: Any, name: str) -> Any:
     folder and `name`; a local path: its folder and `name`.
     """
     kind = kind_of(source)
-    if kind == "http":
+    if kind == "http" and not source.startswith("hf://"):
         return url_sibling(source, name)
-    if kind == "fsspec":
+    if kind in ("fsspec", "http"):  # an hf:// path is quoted when it is made a URL
         return source.split("?", 1)[0].rsplit("/", 1)[0] + "/" + name
     if kind == "store":
         import posixpath

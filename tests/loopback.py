@@ -56,6 +56,8 @@ class Site:
     send_etag: bool = True
     send_last_modified: bool = False  # a Last-Modified date that changes with the contents
     replace_after_first: dict[str, bytes] = field(default_factory=dict)  # from request 2 on
+    # Paths answered with an error as the Hugging Face Hub gives it: (status, X-Error-Code).
+    hub_errors: dict[str, tuple[int, str]] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
     finished: int = 0  # handlers done (their `sent` and `status` are final)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -134,6 +136,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._redirect(hit, site.url(path.removeprefix("away/"), host="localhost"))
         if path.startswith("here/"):  # to another path on the same origin
             return self._redirect(hit, "/" + path.removeprefix("here/"))
+        if path in site.hub_errors:
+            status, code = site.hub_errors[path]
+            return self._status(hit, status, {"X-Error-Code": code})
         if path not in site.files:
             return self._status(hit, 404)
         data = site.files[path]
@@ -199,10 +204,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if len(data) > 1 << 20:
                 time.sleep(0.001)
 
-    def _status(self, hit: Hit, status: int) -> None:
+    def _status(self, hit: Hit, status: int, headers: dict[str, str] | None = None) -> None:
         hit.status = status
         body = b"<html><body>no</body></html>"
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -1,13 +1,18 @@
-"""`hub_url`: an ``hf://`` path as the Hub's HTTPS URL, as huggingface_hub writes both."""
+"""The Hugging Face Hub: `hub_url`, and `hf://` paths read at the Hub's resolve URLs (a loopback
+server as the Hub) with its token, its errors and its repositories."""
 
 from __future__ import annotations
 
 import doctest
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import build, tensor
 
 import safetensors_header
-from safetensors_header import _hub, hub_url
+from safetensors_header import RemoteError, _hub, hub_url, read_checkpoint, read_header
 
 
 @pytest.mark.parametrize(
@@ -54,3 +59,133 @@ def test_the_examples_in_its_docstring(monkeypatch: pytest.MonkeyPatch) -> None:
     failed, tried = doctest.testmod(_hub, verbose=False)
     assert (failed, tried) == (0, 2)
     assert safetensors_header.hub_url is hub_url
+
+
+# --- the Hub's resolve URLs, on a loopback server ----------------------------------------
+
+
+SMALL = build({"w": tensor("F32", [2], 0, 8)}, 8)
+
+
+def _shard(name: str) -> bytes:
+    return build({name: tensor("U8", [4], 0, 4)}, 4)
+
+
+@pytest.fixture
+def hub(site: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """The loopback server as the Hub (HF_ENDPOINT), with no token from this machine."""
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved login
+    monkeypatch.setenv("HF_ENDPOINT", site.url("").rstrip("/"))
+    return site
+
+
+def test_an_hf_file_is_one_request_at_its_resolve_url(hub: Any) -> None:
+    hub.files["org/repo/resolve/main/model.safetensors"] = SMALL
+    header = read_header("hf://org/repo/model.safetensors")
+    assert list(header.tensors) == ["w"]
+    [hit] = hub.done(1)
+    assert hit.path == "/org/repo/resolve/main/model.safetensors"
+    assert hit.range == "bytes=0-131071"
+    assert hit.authorization is None  # no token anywhere: none sent
+
+
+def test_a_revision_and_the_token_of_the_environment(
+    hub: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    hub.files["org/repo/resolve/v1.0/model.safetensors"] = SMALL
+    read_header("hf://org/repo@v1.0/model.safetensors")
+    [hit] = hub.done(1)
+    assert hit.authorization == "Bearer hf_secret"
+    # The caller's own Authorization wins.
+    read_header("hf://org/repo@v1.0/model.safetensors", headers={"authorization": "Bearer mine"})
+    assert hub.done(2)[1].authorization == "Bearer mine"
+
+
+def test_the_saved_login_is_the_token_when_the_environment_has_none(
+    hub: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "hf-home").mkdir()
+    (tmp_path / "hf-home" / "token").write_text("hf_saved\n")
+    hub.files["org/repo/resolve/main/model.safetensors"] = SMALL
+    read_header("hf://org/repo/model.safetensors")
+    assert hub.done(1)[0].authorization == "Bearer hf_saved"
+
+
+def test_the_token_never_goes_to_another_origin(hub: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "away/..." answers with a redirect to the same server under another host name: another
+    # origin, as the Hub's CDN is.
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    hub.files["repo/resolve/main/model.safetensors"] = SMALL
+    header = read_header("hf://away/repo/model.safetensors")
+    assert list(header.tensors) == ["w"]
+    first, second = hub.done(2)
+    assert first.authorization == "Bearer hf_secret"
+    assert second.host.startswith("localhost:")
+    assert second.authorization is None
+
+
+def test_a_repository_is_its_index_and_its_shards(
+    hub: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    shards = {f"model-0000{i}-of-00003.safetensors": _shard(f"t{i}") for i in (1, 2, 3)}
+    index = {"weight_map": {f"t{i}": f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)}}
+    for name, data in {**shards, "model.safetensors.index.json": json.dumps(index)}.items():
+        hub.files[f"org/big/resolve/main/{name}"] = (
+            data if isinstance(data, bytes) else data.encode()
+        )
+    checkpoint = read_checkpoint("hf://org/big")
+    assert sorted(checkpoint.tensors) == ["t1", "t2", "t3"]
+    hits = hub.done(4)
+    assert len(hits) == 4  # the index, then one request a shard
+    assert hits[0].path == "/org/big/resolve/main/model.safetensors.index.json"
+    assert sorted(hit.path for hit in hits[1:]) == sorted(
+        f"/org/big/resolve/main/{name}" for name in shards
+    )
+    assert {hit.authorization for hit in hits} == {"Bearer hf_secret"}
+
+
+def test_a_repository_of_one_file(hub: Any) -> None:
+    hub.hub_errors["org/one/resolve/main/model.safetensors.index.json"] = (404, "EntryNotFound")
+    hub.files["org/one/resolve/main/model.safetensors"] = SMALL
+    checkpoint = read_checkpoint("hf://org/one")
+    assert list(checkpoint.tensors) == ["w"]
+    assert [hit.path.rsplit("/", 1)[1] for hit in hub.done(2)] == [
+        "model.safetensors.index.json",
+        "model.safetensors",
+    ]
+
+
+def test_a_repository_without_a_checkpoint_says_what_was_tried(hub: Any) -> None:
+    with pytest.raises(RemoteError, match=r"hf://org/empty/ has no model.safetensors.index.json"):
+        read_checkpoint("hf://org/empty")
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "said"),
+    [
+        (401, "RepoNotFound", "the Hugging Face Hub has no such repository, or it is private"),
+        (403, "GatedRepo", "the repository is gated: accept its conditions"),
+        (404, "EntryNotFound", "the repository has no such file at this revision"),
+        (404, "RevisionNotFound", "the repository has no such revision"),
+    ],
+)
+def test_hub_errors_are_named_plainly(hub: Any, status: int, code: str, said: str) -> None:
+    hub.hub_errors["org/repo/resolve/main/model.safetensors"] = (status, code)
+    with pytest.raises(RemoteError) as info:
+        read_header("hf://org/repo/model.safetensors")
+    assert info.value.status == status
+    assert said in str(info.value)
+
+
+def test_storage_options_for_an_hf_path(hub: Any) -> None:
+    hub.files["org/repo/resolve/main/model.safetensors"] = SMALL
+    read_header("hf://org/repo/model.safetensors", storage_options={"token": "hf_given"})
+    assert hub.done(1)[0].authorization == "Bearer hf_given"
+    with pytest.raises(
+        ValueError, match=r"takes only 'token' and 'endpoint' for it, not \['anon'\]"
+    ):
+        read_header("hf://org/repo/model.safetensors", storage_options={"anon": True})
