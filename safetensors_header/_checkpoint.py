@@ -193,9 +193,10 @@ def read_checkpoint(
     ``model.safetensors.index.json``, ``model.safetensors`` and the diffusers names that it
     has. It may be an fsspec URL (``s3://``, ``gs://``, ...; `storage_options` passed on) or
     a ``(store, path)`` pair of an obstore store or an fsspec filesystem, of an index or a
-    single file: shards are then read from beside the index, in the same store. Every shard named by an index is read (its
-    header only), in parallel: the index, then every shard's header at once (at most
-    `max_workers` requests in flight), and checked against the index. A remote shard's
+    single file: shards are then read from beside the index, in the same store. Every shard
+    named by an index is read (its header only), in parallel: the index, then every shard's
+    header at once (at most `max_workers` requests in flight), and checked against the
+    index. A remote shard's
     first read asks for no more than its header is likely to take, as estimated from the
     names the index gives it (at most `first_read`): a shard's header is usually one
     request, and never one that brings 128 KiB of tensor data with a small header.

@@ -171,9 +171,10 @@ def from_safetensors(
     Args:
         source: What `read_header` reads: a local path, a bytes-like object holding the
             file, a binary file object (a stream that cannot seek too, but not with
-            `virtual`), an ``http(s)://`` URL, an ``hf://`` path, an fsspec URL (``s3://``,
-            ``gs://``, ``memory://``, ...) or a ``(store, path)`` pair (an obstore store or an fsspec
-            filesystem). The header is read, then only the tensors the form needs.
+            `virtual`), an ``http(s)://`` URL, an ``hf://`` path, an fsspec URL
+            (``s3://``, ``gs://``, ``memory://``, ...) or a ``(store, path)`` pair (an
+            obstore store or an fsspec filesystem). The header is read, then only the
+            tensors the form needs.
         storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
         virtual: Read nothing but the header now: each buffer becomes a virtual buffer of
             the array, read with one ranged read when awkward first needs it, and kept.

@@ -189,3 +189,24 @@ def test_storage_options_for_an_hf_path(hub: Any) -> None:
         ValueError, match=r"takes only 'token' and 'endpoint' for it, not \['anon'\]"
     ):
         read_header("hf://org/repo/model.safetensors", storage_options={"anon": True})
+
+
+def test_the_command_line_reads_org_repo_from_the_hub(
+    hub: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header._cli import main
+
+    monkeypatch.chdir(tmp_path)
+    hub.hub_errors["org/one/resolve/v2/model.safetensors.index.json"] = (404, "EntryNotFound")
+    hub.files["org/one/resolve/v2/model.safetensors"] = SMALL
+    assert main(["inspect", "org/one@v2"]) == 0
+    captured = capsys.readouterr()
+    assert "reading hf://org/one@v2 from the Hugging Face Hub" in captured.err
+    assert " w " in captured.out or "\nw " in captured.out
+    # A local path of that name is read as the path, never from the Hub.
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "one").write_bytes(SMALL)
+    requests = len(hub.hits)
+    assert main(["inspect", "org/one"]) == 0
+    assert "Hugging Face Hub" not in capsys.readouterr().err
+    assert len(hub.hits) == requests

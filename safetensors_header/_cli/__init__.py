@@ -21,6 +21,7 @@ import sys
 
 from .arguments import argument_parser
 from .output import PROG, STDIN, Output
+from .reading import hub_source
 
 __all__ = ["main"]
 
@@ -37,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sources.count(STDIN) > 1:
         parser.error("- (standard input) can be read only once")
     out, err = Output(sys.stdout), Output(sys.stderr)
+    if args.command == "diff":
+        args.a, args.b = (hub_source(source, err) for source in sources)
+    else:
+        args.sources = [hub_source(source, err) for source in sources]
     try:
         # Each command's module loads when it runs: a start pays for one.
         if args.command == "inspect":

@@ -7,19 +7,29 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
 from .._errors import HeaderError
 from .._header import Header, TensorInfo
+from .._hub import hub_repository
 from .._sources import kind_of, read_header
 from .output import PROG, STDIN, Output, shown_source
 
-__all__ = ["Failure", "Read", "failure_from", "failure_of", "header_bytes", "read_source"]
+__all__ = [
+    "Failure",
+    "Read",
+    "failure_from",
+    "failure_of",
+    "header_bytes",
+    "hub_source",
+    "read_source",
+]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import IO
+    from typing import IO, Final
 
     from .._checkpoint import Checkpoint
     from .._fetch import SafetensorsFile
@@ -93,6 +103,23 @@ def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = 
     return Failure(type(error).__name__, message, hint=hint)
 
 
+# A Hub repository as people write it: "org/repo" or "org/repo@revision" (Hub names are
+# letters, digits, "-", "_" and ".").
+_REPOSITORY: Final = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./%-]+)?")
+
+
+def hub_source(source: str, err: Output) -> str:
+    """``org/repo`` (or ``org/repo@revision``) that is no local path: the Hub's repository,
+    ``hf://org/repo``, said on stderr; any other source as it is."""
+    if not _REPOSITORY.fullmatch(source) or os.path.lexists(source):
+        return source
+    err.line(
+        f"{PROG}: there is no file or directory {source!r} here: reading hf://{source} from "
+        "the Hugging Face Hub"
+    )
+    return f"hf://{source}"
+
+
 def _is_remote(source: str) -> bool:
     """An http(s) URL, or another URL that fsspec reads (``s3://``, ``hf://``, ``file://``...)."""
     return kind_of(source) in ("http", "fsspec")
@@ -100,8 +127,10 @@ def _is_remote(source: str) -> bool:
 
 def _is_checkpoint(source: str) -> bool:
     """An index JSON (local or a URL) or a directory: read with read_checkpoint."""
-    return source.endswith(".json") or (
-        source != STDIN and not _is_remote(source) and os.path.isdir(source)
+    return (
+        source.endswith(".json")
+        or (source.startswith("hf://") and hub_repository(source) is not None)
+        or (source != STDIN and not _is_remote(source) and os.path.isdir(source))
     )
 
 
