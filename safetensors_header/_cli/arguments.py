@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 _SOURCE_HELP: Final = (
     "a .safetensors file, a checkpoint (a directory, or its index .json), an http(s):// URL "
-    "of either, or - for standard input"
+    "of either, a model on the Hugging Face Hub (hf://ORG/MODEL[@REVISION][/FILE], or "
+    "ORG/MODEL when no such local path exists), or - for standard input"
 )
 
 
@@ -45,13 +46,15 @@ usage error. The status is the same when the output is cut short (| head)."""
 _EPILOG: Final = f"""\
 examples:
   {PROG} inspect model.safetensors
-  {PROG} inspect https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors
+  {PROG} inspect --tree ORG/MODEL        # a model on the Hub
   {PROG} validate --strict *.safetensors
   {PROG} diff base-model/ fine-tuned-model/
 
 A SOURCE is a .safetensors file, a checkpoint (a directory, or its index .json), an
-http(s):// URL of either, or - for standard input. Only headers are read, never the
-tensors' data. --json prints JSON Lines: one object per SOURCE (for diff, one object).
+http(s):// URL of either, a model on the Hugging Face Hub (hf://ORG/MODEL[@REVISION][/FILE],
+or ORG/MODEL when no such local path exists; HF_TOKEN is sent to the Hub only), or - for
+standard input. Only headers are read, never the tensors' data. --json prints JSON Lines:
+one object per SOURCE (for diff, one object).
 
 {_EXIT_STATUS}"""
 
@@ -60,12 +63,15 @@ _INSPECT_EPILOG: Final = f"""\
 examples:
   {PROG} inspect model.safetensors
   {PROG} inspect --sort size --filter '*.weight' ./checkpoint-dir
-  {PROG} inspect https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors.index.json
+  {PROG} inspect --tree hf://ORG/MODEL@main
+  {PROG} inspect https://example.com/m/model.safetensors.index.json
   {PROG} inspect --json model.safetensors | jq '.totals.by_dtype'
   curl -s URL | {PROG} inspect -
 
-Byte ranges are absolute offsets in the file: start-end, end exclusive. On a terminal, long
-names are shortened in the middle to fit; piped, nothing is cut.
+On a terminal the names get the room: sizes read 86.6 MiB (--exact for bytes), the byte
+ranges are left out (--offsets to show them), and a name too long for the width is cut in
+the middle, never so that two tensors look alike. Piped, nothing is cut or rounded. Byte
+ranges are absolute offsets in the file: start-end, end exclusive.
 
 {_INSPECT_STATUS}"""
 
@@ -74,7 +80,7 @@ _VALIDATE_EPILOG: Final = f"""\
 examples:
   {PROG} validate model.safetensors
   {PROG} validate --strict ./checkpoint-dir *.safetensors
-  {PROG} validate --json *.safetensors | jq -r 'select(.valid | not) | .path'
+  {PROG} validate --json *.safetensors | jq 'select(.valid | not)'
 
 One line per SOURCE (PATH: ok, or PATH: KIND: message), then one per warning or --strict
 finding, each starting with PATH. Warnings (an index whose total_size is wrong, a tensor
@@ -99,7 +105,7 @@ exit status: 0 when every SOURCE was hashed, 1 when any was not, 2 for a usage e
 _DIFF_EPILOG: Final = f"""\
 examples:
   {PROG} diff model.safetensors model-fp16.safetensors
-  {PROG} diff ./base-model https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors
+  {PROG} diff ./base-model hf://ORG/MODEL
   {PROG} diff --json A B | jq '.changed[].name'
 
 Compares the headers alone: tensors added, removed and changed (dtype, shape, size), the
@@ -112,7 +118,30 @@ differ), 1 when they do not, 2 when either cannot be read or for a usage error."
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """argparse's, given the terminal's width as shutil.get_terminal_size finds it, without
-    importing shutil (argparse makes a formatter for every argument it adds: 3 ms a start)."""
+    importing shutil (argparse makes a formatter for every argument it adds: 3 ms a start);
+    descriptions and epilogues rewrapped to that width, paragraph by paragraph, but for
+    indented lines (examples), which are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        paragraphs = []
+        for paragraph in text.split("\n\n"):
+            lines = paragraph.splitlines()
+            if any(line[:1].isspace() for line in lines):
+                paragraphs.append("\n".join(indent + line for line in lines))
+            else:
+                paragraphs.append(
+                    textwrap.fill(
+                        " ".join(lines),
+                        max(width, 20),
+                        initial_indent=indent,
+                        subsequent_indent=indent,
+                        break_long_words=False,
+                        break_on_hyphens=False,
+                    )
+                )
+        return "\n\n".join(paragraphs)
 
     def __init__(
         self,
@@ -171,6 +200,21 @@ def argument_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument(
         "--filter", metavar="GLOB", help="only tensors whose name matches, e.g. '*.bias'"
+    )
+    inspect.add_argument(
+        "--tree",
+        action="store_true",
+        help="the tensors by module, repeated blocks (layers.{0..31}) shown once",
+    )
+    inspect.add_argument(
+        "--offsets",
+        action="store_true",
+        help="each tensor's byte range in its file on a terminal too (always when piped)",
+    )
+    inspect.add_argument(
+        "--exact",
+        action="store_true",
+        help="exact byte and parameter counts on a terminal too (86.6 MiB otherwise)",
     )
     validate = command(
         "validate",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .._header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
-from .output import Output, columns, count, cut, listed, shown_source
+from .output import Output, columns, count, cut, human_bytes, human_count, listed, shown_source
 from .reading import Failure, Read, read_source
 
 __all__ = ["SORT_KEYS", "inspect_sources"]
@@ -46,7 +46,9 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             continue
         if out.closed:
             continue  # nobody reads the output: only the exit status is left to find out
-        if read.checkpoint is not None:
+        if args.tree:
+            _tree_view(args, read, out, first=not printed)
+        elif read.checkpoint is not None:
             _inspect_checkpoint(args, read, read.checkpoint, out, first=not printed)
         else:
             assert read.header is not None
@@ -56,7 +58,15 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             else:
                 if printed:
                     out.line()
-                _table(out, shown_source(source), read.header, tensors)
+                offsets = args.offsets or not out.tty  # on a terminal, the names get the room
+                _table(
+                    out,
+                    shown_source(source),
+                    read.header,
+                    tensors,
+                    sizes=_sizes(args, out),
+                    offsets=offsets,
+                )
         printed = True
     return status
 
@@ -101,11 +111,12 @@ def _inspect_checkpoint(
             }
         )
         return
+    sizes = _sizes(args, out)
     if not first:
         out.line()
-    out.line(
-        f"{read.source}: {count(len(checkpoint.files), 'file')}, "
-        f"{count(len(checkpoint.tensors), 'tensor')}"
+    out.heading(
+        read.source,
+        f"{count(len(checkpoint.files), 'file')}, {count(len(checkpoint.tensors), 'tensor')}",
     )
     if checkpoint.metadata is not None:
         _metadata_lines(out, "index metadata", checkpoint.metadata)
@@ -119,12 +130,41 @@ def _inspect_checkpoint(
             t.dtype,
             shown_shape(t.shape),
             out.shown(owners[t.name]),
-            f"{t.nbytes:,}",
+            sizes.bytes(t.nbytes),
         )
         for t in tensors
     ]
     columns(out, ("name", "dtype", "shape", "file", "size"), rows, right=(4,), shrink=(0, 3))
-    _totals_table(out, totals(tensors))
+    _totals_table(out, totals(tensors), sizes)
+
+
+def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool) -> None:
+    """--tree: the tensors grouped by module, repeated blocks shown once."""
+    from .tree import tree_document, tree_of, tree_rows
+
+    checkpoint = read.checkpoint
+    everything = checkpoint.tensors if checkpoint is not None else read.header.tensors  # type: ignore[union-attr]
+    tensors = _shown_tensors(args, everything.values(), offsets_comparable=False)
+    root = tree_of(tensors)
+    sums = totals(tensors)
+    if args.json:
+        out.json({"path": read.source, "tree": tree_document(root), "totals": sums, "error": None})
+        return
+    sizes = _sizes(args, out)
+    if not first:
+        out.line()
+    files = "" if checkpoint is None else f" in {count(len(checkpoint.files), 'file')}"
+    out.heading(
+        shown_source(read.source),
+        f"{count(len(tensors), 'tensor')}{files}, {sizes.total(sums['numel'], 'parameter')}, "
+        f"{sizes.total(sums['nbytes'], 'byte')}",
+    )
+    repeated = tree_rows(out, root, exact=sizes.exact)
+    _totals_table(out, sums, sizes)
+    if repeated:
+        out.line("(a block xN: its numbers are those of all N; the rows below it, of one)")
+    if not sizes.exact:
+        out.line("(K, M, B: thousands, millions, billions; KiB, MiB, GiB: 1024, 1024^2, 1024^3)")
 
 
 def _metadata_lines(out: Output, title: str, metadata: Mapping[str, object]) -> None:
@@ -156,37 +196,79 @@ def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[st
     }
 
 
-def _table(out: Output, source: str, header: Header, tensors: list[TensorInfo]) -> None:
+def _table(
+    out: Output,
+    source: str,
+    header: Header,
+    tensors: list[TensorInfo],
+    *,
+    sizes: _Sizes,
+    offsets: bool,
+) -> None:
     size = "unknown" if header.file_size is None else f"{header.file_size:,}"
-    out.line(
-        f"{source}: {count(len(header.tensors), 'tensor')}, header {header.header_size:,} "
-        f"bytes, data at {header.data_start:,}, file {size} bytes"
+    out.heading(
+        source,
+        f"{count(len(header.tensors), 'tensor')}, header {header.header_size:,} bytes, data at "
+        f"{header.data_start:,}, file {size} bytes",
     )
     if header.metadata is not None:
         _metadata_lines(out, "metadata", header.metadata)
-    rows = [
-        (
-            out.shown(t.name),
-            t.dtype,
-            shown_shape(t.shape),
-            f"{t.start:,}-{t.end:,}",
-            f"{t.nbytes:,}",
-        )
-        for t in tensors
-    ]
-    columns(out, ("name", "dtype", "shape", "bytes in file", "size"), rows, right=(4,))
-    _totals_table(out, totals(tensors))
-    out.line("(bytes in file: absolute offsets, start-end, end exclusive)")
+    rows: list[tuple[str, ...]]
+    if offsets:
+        rows = [
+            (
+                out.shown(t.name),
+                t.dtype,
+                shown_shape(t.shape),
+                f"{t.start:,}-{t.end:,}",
+                sizes.bytes(t.nbytes),
+            )
+            for t in tensors
+        ]
+        columns(out, ("name", "dtype", "shape", "bytes in file", "size"), rows, right=(4,))
+    else:
+        rows = [
+            (out.shown(t.name), t.dtype, shown_shape(t.shape), sizes.bytes(t.nbytes))
+            for t in tensors
+        ]
+        columns(out, ("name", "dtype", "shape", "size"), rows, right=(3,))
+    _totals_table(out, totals(tensors), sizes)
+    if offsets:
+        out.line("(bytes in file: absolute offsets, start-end, end exclusive)")
 
 
-def _totals_table(out: Output, totals: dict[str, Any]) -> None:
+class _Sizes:
+    """Numbers for people on a terminal (``86.6 MiB``, ``22.7 M``), exact when piped or with
+    --exact."""
+
+    def __init__(self, exact: bool) -> None:
+        self.exact = exact
+
+    def bytes(self, number: int) -> str:
+        return f"{number:,}" if self.exact else human_bytes(number)
+
+    def count(self, number: int) -> str:
+        return f"{number:,}" if self.exact else human_count(number)
+
+    def total(self, number: int, noun: str) -> str:
+        if self.exact:
+            return count(number, noun)
+        shown = human_bytes(number) if noun == "byte" else human_count(number)
+        return shown if noun == "byte" else f"{shown} {noun}s"
+
+
+def _sizes(args: argparse.Namespace, out: Output) -> _Sizes:
+    return _Sizes(args.exact or not out.tty)
+
+
+def _totals_table(out: Output, totals: dict[str, Any], sizes: _Sizes) -> None:
     # For people: "parameters" and "bytes" (the --json keys are numel and nbytes).
     out.line(
-        f"total: {count(totals['tensors'], 'tensor')}, {count(totals['numel'], 'parameter')}, "
-        f"{count(totals['nbytes'], 'byte')}"
+        f"total: {count(totals['tensors'], 'tensor')}, "
+        f"{sizes.total(totals['numel'], 'parameter')}, {sizes.total(totals['nbytes'], 'byte')}"
     )
     summary = [
-        (dtype, f"{row['tensors']:,}", f"{row['numel']:,}", f"{row['nbytes']:,}")
+        (dtype, f"{row['tensors']:,}", sizes.count(row["numel"]), sizes.bytes(row["nbytes"]))
         for dtype, row in totals["by_dtype"].items()
     ]
     if len(summary) > 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .._diagnose import cut, listed
 
@@ -173,6 +173,16 @@ class Output:
         os.dup2(devnull, descriptor)
         os.close(devnull)
 
+    def heading(self, source: str, facts: str) -> None:
+        """``SOURCE: facts``; on a terminal too narrow for that, the source on a line of its
+        own (cut in the middle if it must be) and the facts on the next."""
+        line = f"{self.shown(source)}: {facts}"
+        if not self.tty or len(line) <= self.width():
+            return self.line(line)
+        width = self.width()
+        self.line(_middle_cut(self.shown(source), max(width - 1, 12), self.ellipsis) + ":")
+        return self.line(f"  {facts}")
+
     def width(self) -> int:
         """COLUMNS if set (as shutil has it, without importing shutil), else the terminal's."""
         try:
@@ -185,6 +195,36 @@ class Output:
             return os.get_terminal_size(self._stream.fileno()).columns
         except (OSError, ValueError):
             return 80
+
+
+def human_count(number: int) -> str:
+    """A count for people, three digits: ``950``, ``22.7 K``, ``6.74 B`` (thousand, million,
+    billion, trillion: the units of parameter counts)."""
+    if number < 1000:
+        return str(number)
+    value = float(number)
+    for unit in ("K", "M", "B", "T"):
+        value /= 1000
+        if value < 999.5 or unit == "T":
+            return f"{_three_digits(value)} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human_bytes(number: int) -> str:
+    """A size for people, three digits, in binary units: ``512 B``, ``86.6 MiB``, ``12.6
+    GiB``."""
+    if number < 1024:
+        return f"{number} B"
+    value = float(number)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 999.5 or unit == "PiB":
+            return f"{_three_digits(value)} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _three_digits(value: float) -> str:
+    return f"{value:.2f}" if value < 9.995 else f"{value:.1f}" if value < 99.95 else f"{value:.0f}"
 
 
 def count(number: int, noun: str) -> str:
@@ -258,7 +298,15 @@ def columns(
     cut = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
     lines: Iterable[tuple[str, ...]] = (titles, *rows)
     if cut:
-        lines = (_cut_cells(row, cut, widths, out.ellipsis) for row in lines)
+        # Each cut column's cells as they are shown: different cells stay different.
+        shown = {i: distinct_cuts([row[i] for row in rows], widths[i], out.ellipsis) for i in cut}
+        lines = (
+            titles,
+            *(
+                tuple(shown[i][number] if i in shown else cell for i, cell in enumerate(row))
+                for number, row in enumerate(rows)
+            ),
+        )
     # One format for every row: str.format pads in C (a table can have 1,000,000 rows).
     template = "  ".join(
         f"{{:{'>' if index in right else '<'}{width}}}" for index, width in enumerate(widths)
@@ -266,13 +314,104 @@ def columns(
     out.lines(template.format(*row).rstrip() for row in lines)
 
 
-def _cut_cells(
-    row: tuple[str, ...], cut: list[int], widths: list[int], ellipsis: str
-) -> tuple[str, ...]:
-    cells = list(row)
-    for index in cut:
-        cells[index] = _middle_cut(cells[index], widths[index], ellipsis)
-    return tuple(cells)
+def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
+    """Each cell in `width` characters, cut in the middle (`_middle_cut`), and cells that
+    differ still different when shown: a cut that makes two cells look alike (the query and
+    key weights of a layer, ``encoder.layer.0…y.weight``) is moved along the cell, else a
+    second one is made, so that what tells the cell from the others stays in."""
+    shown = [_middle_cut(cell, width, ellipsis) for cell in cells]
+    owners: dict[str, set[str]] = {}
+    for cell, text in zip(cells, shown, strict=True):
+        owners.setdefault(text, set()).add(cell)
+    clashing = {text for text, group in owners.items() if len(group) > 1}
+    if not clashing:
+        return shown
+    taken = set(shown)
+    moved: dict[str, str] = {}  # a clashing cell -> how it is shown (the same cell alike)
+    for number, cell in enumerate(cells):
+        if shown[number] not in clashing:
+            continue
+        if cell not in moved:
+            others = owners[shown[number]] - {cell}
+            moved[cell] = cell  # whole, wider than the room, rather than alike another
+            for candidate in _other_cuts(cell, others, width, ellipsis):
+                if candidate not in taken:
+                    taken.add(candidate)
+                    moved[cell] = candidate
+                    break
+        shown[number] = moved[cell]
+    return shown
+
+
+def _other_cuts(cell: str, others: set[str], width: int, ellipsis: str) -> Iterator[str]:
+    """Other ways to show `cell` in `width` characters, the likeliest to tell it from
+    `others` first: the part where it differs from them kept whole, with its start up to its
+    last number before that part (a layer's), and as much of its end as fits (one or two
+    runs left out); then one run left out anywhere, nearest the middle first."""
+    prefix = max(len(_common_prefix(cell, other)) for other in others)
+    suffix = max(len(_common_prefix(cell[::-1], other[::-1])) for other in others)
+    start, stop = prefix, max(prefix + 1, len(cell) - suffix)  # where it differs
+    numbered = max((m.end() for m in _DIGITS.finditer(cell, 0, start)), default=0)
+    for head in dict.fromkeys((numbered, width // 3, 0)):
+        yield from _fitting(cell, [(0, head), (start, len(cell))], width, ellipsis)
+        # Less of the differing part (its first character is what tells the cells apart),
+        # and of the end what room is left.
+        for part in dict.fromkeys((stop - start, 4, 1)):
+            kept = [(0, head), (start, min(stop, start + part))]
+            room = width - _shown_length(cell, kept, ellipsis) - len(ellipsis)
+            if room > 0:
+                yield from _fitting(cell, [*kept, (len(cell) - room, len(cell))], width, ellipsis)
+    keep = max(width - len(ellipsis), 2)
+    cut = len(cell) - keep
+    centre = (keep + 1) // 2
+    for at in sorted(range(1, keep), key=lambda at: abs(at - centre)):
+        yield cell[:at] + ellipsis + cell[at + cut :]
+
+
+def _fitting(cell: str, kept: list[tuple[int, int]], width: int, ellipsis: str) -> Iterator[str]:
+    """`cell` with only the `kept` ranges shown (an ellipsis for each gap), if it fits."""
+    if _shown_length(cell, kept, ellipsis) <= width:
+        yield _shown_ranges(cell, kept, ellipsis)
+
+
+def _merged(kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for start, stop in sorted(kept):
+        if stop <= start:
+            continue
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(stop, spans[-1][1]))
+        else:
+            spans.append((start, stop))
+    return spans
+
+
+def _shown_ranges(cell: str, kept: list[tuple[int, int]], ellipsis: str) -> str:
+    spans = _merged(kept)
+    parts = []
+    at = 0
+    for start, stop in spans:
+        if start > at:
+            parts.append(ellipsis)
+        parts.append(cell[start:stop])
+        at = stop
+    if at < len(cell):
+        parts.append(ellipsis)
+    return "".join(parts)
+
+
+def _shown_length(cell: str, kept: list[tuple[int, int]], ellipsis: str) -> int:
+    return len(_shown_ranges(cell, kept, ellipsis))
+
+
+def _common_prefix(a: str, b: str) -> str:
+    """The characters `a` and `b` start with alike."""
+    length = 0
+    for left, right in zip(a, b, strict=False):
+        if left != right:
+            break
+        length += 1
+    return a[:length]
 
 
 def shown_source(source: str) -> str:
