@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from types import MappingProxyType
 
@@ -180,6 +180,7 @@ def read_checkpoint(
     first_read: int = FIRST_READ,
     retries: int = RETRIES,
     storage_options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> Checkpoint:
     """Read a checkpoint: a ``.safetensors`` file, an index JSON, or a directory.
 
@@ -216,6 +217,9 @@ def read_checkpoint(
             16 shards in one round trip).
         timeout: For URLs and object stores: seconds the whole call may take, the index and
             every shard together.
+        progress: Called as ``progress(shards read, shards in all)`` after each shard's
+            header (from the reading threads, one call at a time: keep it quick), for a
+            progress display of the caller's; not called for a single file.
 
     Local shards (and the file picked from a directory) are opened only if they are regular
     files: a FIFO, a device or a directory named as a shard is refused, never waited on.
@@ -312,9 +316,12 @@ def read_checkpoint(
             f"{type(source).__name__}"
         )
     shard_names = list(dict.fromkeys(weight_map.values()))
-    headers_read = map_parallel(
-        lambda file: header_of(file, max_header_size, clock), shard_files, max_workers
+    read_one: Callable[[RangeFile], Header] = partial(
+        header_of, max_header_size=max_header_size, clock=clock
     )
+    if progress is not None:
+        read_one = _counted(read_one, len(shard_files), progress)
+    headers_read = map_parallel(read_one, shard_files, max_workers)
     files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
@@ -346,6 +353,26 @@ def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
     from ._fetch import open_file
 
     return [(None, open_file(source))]
+
+
+def _counted(
+    read_one: Callable[[RangeFile], Header], total: int, progress: Callable[[int, int], object]
+) -> Callable[[RangeFile], Header]:
+    """`read_one`, calling ``progress(shards read, shards in all)`` after each shard."""
+    import threading
+
+    lock = threading.Lock()
+    done = 0
+
+    def counted(file: RangeFile) -> Header:
+        nonlocal done
+        header = read_one(file)
+        with lock:
+            done += 1
+            progress(done, total)
+        return header
+
+    return counted
 
 
 def _header_hints(weight_map: Mapping[str, str]) -> dict[str, int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._checkpoint import files_of
@@ -115,6 +115,7 @@ def hash_tensors(
     algorithm: str = "sha256",
     max_workers: int | None = None,
     timeout: float | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> TensorHashes:
     """The digest of every tensor's bytes of a file or a checkpoint, and one over them all.
 
@@ -126,6 +127,9 @@ def hash_tensors(
         max_workers: Tensors hashed at once (default: the cores, at least 2): each worker
             reads a tensor a few MiB at a time into a buffer of its own and hashes it.
         timeout: Seconds the whole call may take (``None``: no bound).
+        progress: Called as ``progress(bytes hashed, bytes in all)`` as the work goes on
+            (from the worker threads, one call at a time: keep it quick), for a progress
+            bar of the caller's.
 
     Returns:
         `TensorHashes`; ``.manifest()`` is its JSON form.
@@ -145,13 +149,24 @@ def hash_tensors(
     buffers: dict[int, memoryview] = {}
     import threading
 
+    total = sum(info.nbytes for _, info in infos)
+    done = 0
+    lock = threading.Lock()
+
+    def hashed(count: int) -> None:
+        nonlocal done
+        with lock:
+            done += count
+            progress(done, total)  # type: ignore[misc]
+
     def work(index: int) -> None:
         file, info = infos[index]
         ident = threading.get_ident()
         buffer = buffers.get(ident)
         if buffer is None:
             buffer = buffers[ident] = memoryview(bytearray(_CHUNK))
-        digests[info.name] = _digest(file, info, algorithm, buffer, clock)
+        tick = None if progress is None else hashed
+        digests[info.name] = _digest(file, info, algorithm, buffer, clock, tick=tick)
 
     run_parallel(work, order, min(workers, len(order)) or 1)
     ordered = {info.name: digests[info.name] for _, info in infos}
@@ -175,7 +190,13 @@ def verify_tensors(
 
 
 def _digest(
-    file: SafetensorsFile, info: TensorInfo, algorithm: str, buffer: memoryview, clock: Clock
+    file: SafetensorsFile,
+    info: TensorInfo,
+    algorithm: str,
+    buffer: memoryview,
+    clock: Clock,
+    *,
+    tick: Callable[[int], None] | None,
 ) -> str:
     digest = hashlib.new(algorithm)
     at, end = info.start, info.end
@@ -185,6 +206,8 @@ def _digest(
         read_planned(file, [(at, at + count, [(at, piece)])], clock)
         digest.update(piece)
         at += count
+        if tick is not None:
+            tick(count)
     return digest.hexdigest()
 
 

@@ -56,6 +56,7 @@ class Site:
     send_etag: bool = True
     send_last_modified: bool = False  # a Last-Modified date that changes with the contents
     replace_after_first: dict[str, bytes] = field(default_factory=dict)  # from request 2 on
+    delay: float = 0.0  # seconds before each answer (a slow server)
     # Paths answered with an error as the Hugging Face Hub gives it: (status, X-Error-Code).
     hub_errors: dict[str, tuple[int, str]] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
@@ -125,6 +126,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, site: Site, hit: Hit, fault: int | str | None) -> None:
         path = self.path.split("?")[0].lstrip("/")
+        if site.delay:
+            time.sleep(site.delay)
         if fault == "stall":
             time.sleep(1)
             return self._status(hit, 503)

@@ -5,6 +5,7 @@ names, dtypes and shapes), the data a hole of the right size."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import subprocess
@@ -227,3 +228,130 @@ def test_help_fits_80_columns_and_breaks_no_word(command: str) -> None:
     epilog = getattr(arguments, f"_{command.upper()}_EPILOG" if command else "_EPILOG")
     for word in epilog.split():
         assert word in shown, word  # a word broken across two lines would be missing
+
+
+def on_terminal_both(*args: str, columns: int = 80, **env: str | None) -> str:
+    """stdout and stderr together, both on one pseudo-terminal."""
+    import fcntl
+    import pty
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    process = subprocess.Popen(
+        [*COMMAND, *args],
+        stdout=follower,
+        stderr=follower,
+        stdin=subprocess.DEVNULL,
+        env=environment(COLUMNS=None, PYTHONIOENCODING="utf-8", TERM="xterm", **env),
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    process.wait(timeout=60)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def _two_models(folder: Path) -> tuple[Path, Path]:
+    a, b = folder / "a.safetensors", folder / "b.safetensors"
+    sparse_file(a, {"w": ("F32", [4, 4]), "gone": ("F32", [2])})
+    sparse_file(b, {"w": ("F16", [4, 4]), "new": ("F32", [2])})
+    return a, b
+
+
+def test_diff_in_colour_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> None:
+    a, b = _two_models(tmp_path)
+    text = on_terminal_both("diff", str(a), str(b))
+    assert "\x1b[33m~  w" in text  # changed: yellow
+    assert "\x1b[31m-  gone" in text  # removed: red
+    assert "\x1b[32m+  new" in text  # added: green
+    assert "\x1b[0m" in text
+    plain = on_terminal_both("diff", str(a), str(b), NO_COLOR="1")
+    assert "\x1b[" not in plain
+    assert re.sub(r"\x1b\[[0-9;]*m", "", text) == plain  # the same text, only coloured
+
+
+def test_a_file_that_is_something_else_says_so_first(tmp_path: Path) -> None:
+    page = tmp_path / "model.safetensors"
+    page.write_bytes(b"<!DOCTYPE html><html><body>Sign in</body></html>")
+    piped = subprocess.run(
+        [*COMMAND, "inspect", str(page)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=environment(),
+    )
+    assert piped.stderr.startswith(
+        f"safetensors-header: {page}: this is an HTML or XML page, not a safetensors file: the "
+        "URL is wrong, the file needs a login or a token"
+    )
+    assert "(HeaderTooLarge: the header length is " in piped.stderr
+    assert len(piped.stderr.splitlines()) == 1
+    coloured = on_terminal_both("inspect", str(page))
+    assert "\x1b[1mthis is an HTML or XML page" in coloured
+    # validate's verdict keeps its kind first, for scripts.
+    verdict = subprocess.run(
+        [*COMMAND, "validate", str(page)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=environment(),
+    )
+    assert verdict.stdout.startswith(f"{page}: HeaderTooLarge: ")
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+def _checkpoint_files(count: int) -> dict[str, bytes]:
+    from helpers import build, tensor
+
+    files = {}
+    weight_map = {}
+    for number in range(count):
+        shard = f"model-{number + 1:05d}-of-{count:05d}.safetensors"
+        files[shard] = build({f"t{number}": tensor("U8", [4], 0, 4)}, 4)
+        weight_map[f"t{number}"] = shard
+    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    return files
+
+
+def test_the_library_reports_progress(tmp_path: Path) -> None:
+    from safetensors_header import hash_tensors, read_checkpoint
+
+    for name, data in _checkpoint_files(5).items():
+        (tmp_path / name).write_bytes(data)
+    shards: list[tuple[int, int]] = []
+    checkpoint = read_checkpoint(
+        tmp_path, progress=lambda done, total: shards.append((done, total))
+    )
+    assert shards == [(done, 5) for done in range(1, 6)]
+    hashed: list[tuple[int, int]] = []
+    hash_tensors(checkpoint, progress=lambda done, total: hashed.append((done, total)))
+    assert hashed[-1] == (20, 20)
+    assert [done for done, _ in hashed] == sorted(done for done, _ in hashed)
+
+
+def test_a_slow_checkpoint_shows_progress_on_a_terminal_only(site: Any) -> None:
+    site.files.update(_checkpoint_files(3))
+    site.delay = 0.6  # the index, then the shards together: over a second in all
+    url = site.url("model.safetensors.index.json")
+    shown = on_terminal_both("inspect", url)
+    assert "shard headers read: 3/3" in shown
+    assert "\r\x1b[K" in shown  # cleared before the output
+    assert "t2" in shown
+    quiet = on_terminal_both("inspect", "--quiet", url)
+    assert "shard headers read" not in quiet
+    piped = subprocess.run(
+        [*COMMAND, "inspect", url], check=False, capture_output=True, text=True, env=environment()
+    )
+    assert piped.returncode == 0
+    assert piped.stderr == ""

@@ -186,6 +186,12 @@ def argument_parser() -> argparse.ArgumentParser:
         )
         if name != "diff":
             sub.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
+        sub.add_argument(
+            "-q",
+            "--quiet",
+            action="store_true",
+            help="no progress on stderr (shown only on a terminal, for work of over a second)",
+        )
         return sub
 
     inspect = command(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from .._header import TensorInfo, shown_shape
 from .documents import totals
-from .output import PROG, Output, columns, count, cut, shown_source
+from .output import PROG, Output, Progress, columns, count, cut, shown_source
 from .reading import Failure, Read, read_source
 
 __all__ = ["diff_sources"]
@@ -24,7 +24,7 @@ _SHOWN_DIFF_VALUE: Final = 60  # the same, in a diff's table of metadata
 
 
 def diff_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
-    sides = [_read_side(source, err) for source in (args.a, args.b)]
+    sides = [_read_side(source, err, quiet=args.quiet) for source in (args.a, args.b)]
     for source, side in zip((args.a, args.b), sides, strict=True):
         if isinstance(side, Failure):
             if args.json:
@@ -42,13 +42,17 @@ def diff_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     return 0 if difference.same_tensors else 1
 
 
-def _read_side(source: str, err: Output) -> Read | Failure:
+def _read_side(source: str, err: Output, *, quiet: bool) -> Read | Failure:
     """One side of a diff, or why it cannot be read (said on stderr)."""
+    progress = Progress(err, quiet=quiet)
     try:
-        return read_source(source, "diff")
+        read = read_source(source, "diff", progress=progress.shards)
     except Failure as failure:
-        err.line(f"{PROG}: {shown_source(source)}: {failure.text()}")
+        progress.close()
+        err.line(f"{PROG}: {shown_source(source)}: {failure.diagnosis()}")
         return failure
+    progress.close()
+    return read
 
 
 def _merged_metadata(read: Read) -> dict[str, str]:
@@ -167,7 +171,14 @@ class _Difference:
                 for t in tensors
             ]
         out.line()
-        columns(out, ("", "name", "dtype", "shape", "bytes"), rows, right=(4,), shrink=(1,))
+        columns(
+            out,
+            ("", "name", "dtype", "shape", "bytes"),
+            rows,
+            right=(4,),
+            shrink=(1,),
+            styles=[_STYLE[row[0]] for row in rows],
+        )
 
     def _write_metadata(self, out: Output) -> None:
         def shown(value: str | None) -> str:
@@ -181,27 +192,50 @@ class _Difference:
             ("-", out.shown(key), shown(value), "-") for key, value in self.meta_removed.items()
         ]
         rows += [("+", out.shown(key), "-", shown(value)) for key, value in self.meta_added.items()]
-        columns(out, ("", "metadata key", "a", "b"), rows, shrink=(1, 2, 3))
-
-    def _write_totals(self, out: Output) -> None:
-        per_a, per_b = self.totals_a["by_dtype"], self.totals_b["by_dtype"]
-        nothing = {"tensors": 0, "numel": 0, "nbytes": 0}
-        rows = [
-            _totals_row(dtype, per_a.get(dtype, nothing), per_b.get(dtype, nothing))
-            for dtype in sorted({*per_a, *per_b})
-        ]
-        rows.append(_totals_row("all", self.totals_a, self.totals_b))
         columns(
             out,
-            ("dtype", "tensors (a -> b)", "parameters (a -> b)", "bytes (a -> b)"),
+            ("", "metadata key", "a", "b"),
             rows,
-            right=(1, 2, 3),
+            shrink=(1, 2, 3),
+            styles=[_STYLE[row[0]] for row in rows],
+        )
+
+    def _write_totals(self, out: Output) -> None:
+        # A row a side, or one row "in a and b" where both have the same: every number says
+        # whose it is.
+        per_a, per_b = self.totals_a["by_dtype"], self.totals_b["by_dtype"]
+        nothing = {"tensors": 0, "numel": 0, "nbytes": 0}
+        rows: list[tuple[str, ...]] = []
+        styles: list[str | None] = []
+        sides = [
+            (dtype, per_a.get(dtype, nothing), per_b.get(dtype, nothing))
+            for dtype in sorted({*per_a, *per_b})
+        ]
+        for dtype, a, b in [*sides, ("all", self.totals_a, self.totals_b)]:
+            if all(a[key] == b[key] for key in ("tensors", "numel", "nbytes")):
+                rows.append(_totals_row(dtype, "a and b", a))
+                styles.append(None)
+            else:
+                rows += [_totals_row(dtype, "a", a), _totals_row(dtype, "b", b)]
+                styles += ["removed", "added"]
+        columns(
+            out,
+            ("dtype", "in", "tensors", "parameters", "bytes"),
+            rows,
+            right=(2, 3, 4),
             shrink=(),
+            styles=styles,
         )
 
 
-def _totals_row(dtype: str, a: Mapping[str, int], b: Mapping[str, int]) -> tuple[str, ...]:
-    def both(key: str) -> str:
-        return f"{a[key]:,}" if a[key] == b[key] else f"{a[key]:,} -> {b[key]:,}"
+_STYLE: Final = {"~": "changed", "-": "removed", "+": "added"}
 
-    return (dtype, both("tensors"), both("numel"), both("nbytes"))
+
+def _totals_row(dtype: str, side: str, totals: Mapping[str, int]) -> tuple[str, ...]:
+    return (
+        dtype,
+        side,
+        f"{totals['tensors']:,}",
+        f"{totals['numel']:,}",
+        f"{totals['nbytes']:,}",
+    )

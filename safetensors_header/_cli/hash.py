@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from .._errors import HeaderError
-from .output import Output, shown_source
+from .output import Output, Progress, shown_source
 from .reading import Failure, Read, failure_from, failure_of, read_source
 
 __all__ = ["hash_sources", "hashes_of", "load_manifests"]
@@ -16,6 +16,7 @@ __all__ = ["hash_sources", "hashes_of", "load_manifests"]
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from .._hashes import TensorHashes
 
@@ -23,12 +24,16 @@ if TYPE_CHECKING:
 def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     for source in args.sources:
+        progress = Progress(err, quiet=args.quiet)
         try:
-            hashes = hashes_of(read_source(source, "hash", opened=True), args.algorithm)
+            read = read_source(source, "hash", opened=True, progress=progress.shards)
+            hashes = hashes_of(read, args.algorithm, progress=progress.bytes)
         except Failure as failure:
+            progress.close()
             status = 1
             failure.report(source, out, err, json=args.json)
             continue
+        progress.close()
         if args.json:
             out.json({"path": source, **hashes.manifest(), "error": None})
             continue
@@ -42,7 +47,9 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     return status
 
 
-def hashes_of(read: Read, algorithm: str) -> TensorHashes:
+def hashes_of(
+    read: Read, algorithm: str, *, progress: Callable[[int, int], object] | None = None
+) -> TensorHashes:
     """The digests of a source's tensors; `Failure` says why there are none."""
     from .._hashes import hash_tensors
 
@@ -52,7 +59,7 @@ def hashes_of(read: Read, algorithm: str) -> TensorHashes:
             ValueError("hashing reads every tensor, which standard input has not kept: pass a file")
         )
     try:
-        return hash_tensors(source, algorithm=algorithm)
+        return hash_tensors(source, algorithm=algorithm, progress=progress)
     except (HeaderError, OSError) as error:
         raise failure_of(error, read.source) from None
     except ValueError as error:  # an algorithm hashlib does not have

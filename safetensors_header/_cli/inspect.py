@@ -12,7 +12,17 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .._header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
-from .output import Output, columns, count, cut, human_bytes, human_count, listed, shown_source
+from .output import (
+    Output,
+    Progress,
+    columns,
+    count,
+    cut,
+    human_bytes,
+    human_count,
+    listed,
+    shown_source,
+)
 from .reading import Failure, Read, read_source
 
 __all__ = ["SORT_KEYS", "inspect_sources"]
@@ -38,12 +48,15 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     printed = False
     for source in args.sources:
+        progress = Progress(err, quiet=args.quiet)
         try:
-            read = read_source(source, "inspect")
+            read = read_source(source, "inspect", progress=progress.shards)
         except Failure as failure:
+            progress.close()
             status = 1
             failure.report(source, out, err, json=args.json)
             continue
+        progress.close()
         if out.closed:
             continue  # nobody reads the output: only the exit status is left to find out
         if args.tree:

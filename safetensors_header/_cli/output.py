@@ -67,6 +67,10 @@ class Output:
             self.tty = stream.isatty()
         except (OSError, ValueError):
             self.tty = False
+        # Colour on a terminal, unless NO_COLOR (https://no-color.org) or a dumb terminal.
+        self.color = (
+            self.tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        )
 
     def _encodes(self, char: str) -> bool:
         if self._unicode:
@@ -100,6 +104,15 @@ class Output:
     def line(self, text: str = "") -> None:
         """Write `text`, escaped, and a newline."""
         self.write(self.shown(text) + "\n")
+
+    def painted(self, *parts: tuple[str, str | None]) -> None:
+        """Write a line of ``(text, style)`` parts, each escaped, a styled part in its colour
+        where `color` is on (`STYLES`: "added", "removed", "changed", "diagnosis")."""
+        shown = [
+            self.shown(text) if style is None or not self.color else _paint(self.shown(text), style)
+            for text, style in parts
+        ]
+        self.write("".join(shown) + "\n")
 
     def lines(self, texts: Iterable[str]) -> None:
         """`line` for each of `texts`, written a batch at a time (stops when nobody reads)."""
@@ -197,6 +210,53 @@ class Output:
             return 80
 
 
+class Progress:
+    """Progress on stderr for a person waiting: ``shard headers read: 12/40``, rewritten in
+    place, shown only when stderr is a terminal, --quiet was not given and the work has
+    taken a second; cleared when it is done. Its methods are the library's ``progress``
+    callbacks (called one at a time)."""
+
+    def __init__(self, err: Output, *, quiet: bool) -> None:
+        import time
+
+        self._err = err
+        self._clock = time.monotonic
+        self._enabled = err.tty and not quiet
+        self._started = self._clock()
+        self._last = 0.0
+        self._shown = False
+
+    def shards(self, done: int, total: int) -> None:
+        self._show(f"shard headers read: {done:,}/{total:,}", done == total)
+
+    def bytes(self, done: int, total: int) -> None:
+        self._show(f"hashed: {human_bytes(done)} of {human_bytes(total)}", done == total)
+
+    def _show(self, text: str, last: bool) -> None:
+        if not self._enabled:
+            return
+        now = self._clock()
+        if now - self._started < 1.0 or (now - self._last < 0.1 and not last):
+            return
+        self._last = now
+        self._shown = True
+        self._err.write(f"\r{self._err.shown(text)}\x1b[K")
+
+    def close(self) -> None:
+        """Clear the line it was showing, if any."""
+        if self._shown:
+            self._err.write("\r\x1b[K")
+            self._shown = False
+
+
+#: The colours of the styles `Output.painted` knows (SGR codes).
+STYLES: Final = {"added": "32", "removed": "31", "changed": "33", "diagnosis": "1"}
+
+
+def _paint(text: str, style: str) -> str:
+    return f"\x1b[{STYLES[style]}m{text}\x1b[0m"
+
+
 def human_count(number: int) -> str:
     """A count for people, three digits: ``950``, ``22.7 K``, ``6.74 B`` (thousand, million,
     billion, trillion: the units of parameter counts)."""
@@ -291,8 +351,10 @@ def columns(
     *,
     right: tuple[int, ...] = (),
     shrink: tuple[int, ...] = (0,),
+    styles: Sequence[str | None] | None = None,
 ) -> None:
-    """Aligned columns of escaped cells; on a terminal the `shrink` columns are cut to fit."""
+    """Aligned columns of escaped cells; on a terminal the `shrink` columns are cut to fit,
+    and each row is in its colour of `styles` (one a row, or None) where colour is on."""
     natural = [max(map(len, column)) for column in zip(titles, *rows, strict=True)]
     widths = _fitted(natural, shrink, out.width()) if out.tty else natural
     cut = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
@@ -311,6 +373,12 @@ def columns(
     template = "  ".join(
         f"{{:{'>' if index in right else '<'}{width}}}" for index, width in enumerate(widths)
     )
+    if styles is not None and out.color:
+        texts = [template.format(*row).rstrip() for row in lines]
+        out.line(texts[0])
+        for text, style in zip(texts[1:], styles, strict=True):
+            out.painted((text, style))
+        return
     out.lines(template.format(*row).rstrip() for row in lines)
 
 

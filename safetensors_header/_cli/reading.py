@@ -29,6 +29,7 @@ __all__ = [
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import IO, Final
 
     from .._checkpoint import Checkpoint
@@ -63,13 +64,29 @@ class Failure(Exception):
 
     def report(self, source: str, out: Output, err: Output, *, json: bool) -> None:
         """Say on stderr why `source` cannot be read (and, with --json, on stdout too)."""
-        err.line(f"{PROG}: {shown_source(source)}: {self.text()}")
+        if self.hint is not None and self.hint.startswith("this is "):
+            err.painted(
+                (f"{PROG}: {shown_source(source)}: ", None),
+                (self.hint, "diagnosis"),
+                (f" ({self.kind}: {self.message})", None),
+            )
+        else:
+            err.line(f"{PROG}: {shown_source(source)}: {self.diagnosis()}")
         if json:
             out.json({"path": source, "error": self.document()})
 
     def text(self) -> str:
+        """``KIND: message. Hint: ...``: validate's verdict, which scripts read by its kind."""
         hint = "" if self.hint is None else f". Hint: {self.hint}"
         return f"{self.kind}: {self.message}{hint}"
+
+    def diagnosis(self) -> str:
+        """For a person: the diagnosis first. For a file that is something else ("this is
+        an HTML page ...": what it is, what to do), that, then the kind and the numbers;
+        otherwise the kind and the message, then the hint."""
+        if self.hint is None or not self.hint.startswith("this is "):
+            return self.text()
+        return f"{self.hint} ({self.kind}: {self.message})"
 
 
 def failure_from(error: Exception) -> Failure:
@@ -193,12 +210,19 @@ class Read:
         return self.header.tensors
 
 
-def read_source(source: str, command: str, *, opened: bool = False) -> Read:
+def read_source(
+    source: str,
+    command: str,
+    *,
+    opened: bool = False,
+    progress: Callable[[int, int], object] | None = None,
+) -> Read:
     """Read one SOURCE; `Failure` says why it cannot be read.
 
     `opened`: keep a single file open (`Read.file`) for the reads of its data or its
     header's bytes that follow (``hash``, ``validate``); without it, only the header is read
-    (and the data path is not imported: a command's start stays cheap).
+    (and the data path is not imported: a command's start stays cheap). `progress` is
+    `read_checkpoint`'s, for a checkpoint's shards.
     """
     try:
         if source == STDIN:
@@ -208,7 +232,7 @@ def read_source(source: str, command: str, *, opened: bool = False) -> Read:
             header = read_header(recorder)
             return Read(source, header=header, prefix=bytes(recorder.data[: header.data_start]))
         if _is_checkpoint(source):
-            return _read_checkpoint(source, command)
+            return _read_checkpoint(source, command, progress)
         if not opened:
             return Read(source, header=read_header(source))
         from .._fetch import open_file
@@ -221,16 +245,18 @@ def read_source(source: str, command: str, *, opened: bool = False) -> Read:
         raise failure_from(error) from None
 
 
-def _read_checkpoint(source: str, command: str) -> Read:
+def _read_checkpoint(
+    source: str, command: str, progress: Callable[[int, int], object] | None
+) -> Read:
     from .._checkpoint import directory_entry, no_entry, read_checkpoint
 
     if _is_remote(source) or not os.path.isdir(source):
-        return Read(source, checkpoint=read_checkpoint(source))
+        return Read(source, checkpoint=read_checkpoint(source, progress=progress))
     picked, names = directory_entry(source)
     if picked is None:
         hint = _what_to_run(source, names, command)
         raise failure_of(no_entry(source, names), source, hint=hint)
-    checkpoint = read_checkpoint(source)
+    checkpoint = read_checkpoint(source, progress=progress)
     others = [
         name
         for name in names

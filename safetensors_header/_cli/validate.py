@@ -10,7 +10,7 @@ import argparse
 from .._errors import HeaderError
 from .documents import finding_document
 from .hash import hashes_of, load_manifests
-from .output import PROG, Output, count, listed, shown_source
+from .output import PROG, Output, Progress, count, listed, shown_source
 from .reading import Failure, Read, failure_from, failure_of, header_bytes, read_source
 
 __all__ = ["validate_sources"]
@@ -90,14 +90,17 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     for source in args.sources:
         verdict = _Verdict(source, strict=args.strict)
+        progress = Progress(err, quiet=args.quiet)
         try:
-            read = read_source(source, "validate", opened=True)
+            read = read_source(source, "validate", opened=True, progress=progress.shards)
             _check(verdict, read)
             if manifests:
                 expected = _manifest_for(source, manifests, args.hashes)
-                verdict.hashes = expected.differences(hashes_of(read, expected.algorithm))
+                found = hashes_of(read, expected.algorithm, progress=progress.bytes)
+                verdict.hashes = expected.differences(found)
         except Failure as failure:
             verdict.failure = failure
+        progress.close()
         if not verdict.valid:
             status = 1
         if args.json:
