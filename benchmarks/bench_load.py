@@ -162,11 +162,18 @@ def timed(candidates: dict[str, Callable[[], object]], rounds: int) -> dict[str,
     return times
 
 
-def table(times: dict[str, list[float]], ratios: list[tuple[str, str, str]]) -> None:
-    print("| candidate | median s | min s |")
+def table(
+    times: dict[str, list[float]],
+    ratios: list[tuple[str, str, str]],
+    unit: str = "s",
+    scale: float = 1.0,
+    digits: int = 3,
+) -> None:
+    print(f"| candidate | median {unit} | min {unit} |")
     print("|---|---:|---:|")
     for name, runs in times.items():
-        print(f"| {name} | {statistics.median(runs):.3f} | {min(runs):.3f} |")
+        median, least = statistics.median(runs) * scale, min(runs) * scale
+        print(f"| {name} | {median:.{digits}f} | {least:.{digits}f} |")
     print()
     print("| ratio | median | range | target |")
     print("|---|---:|---|---|")

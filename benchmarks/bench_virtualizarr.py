@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_load import table, timed
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from safetensors.numpy import save_file
@@ -99,40 +100,6 @@ def make_file(path: Path, count: int, seed: int) -> None:
         layer += 1
     tensors["model.norm.weight"] = np.ones(8, np.float32)
     save_file(tensors, str(path), metadata={"format": "pt"})
-
-
-def timed(candidates: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Every candidate once a round, in an order that rotates; the times of each."""
-    names = list(candidates)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(rounds):
-        order = names[round_ % len(names) :] + names[: round_ % len(names)]
-        for name in order:
-            started = time.perf_counter()
-            result = candidates[name]()
-            times[name].append(time.perf_counter() - started)
-            del result
-    return times
-
-
-def table(
-    times: dict[str, list[float]], ratios: list[tuple[str, str, str]], unit: str, scale: float
-) -> None:
-    print(f"| candidate | median {unit} | min {unit} |")
-    print("|---|---:|---:|")
-    for name, runs in times.items():
-        print(f"| {name} | {statistics.median(runs) * scale:.2f} | {min(runs) * scale:.2f} |")
-    print()
-    print("| ratio | median | range | target |")
-    print("|---|---:|---|---|")
-    for top, bottom, target in ratios:
-        per_round = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
-        low, high = min(per_round), max(per_round)
-        print(
-            f"| {top} / {bottom} | {statistics.median(per_round):.2f}x | {low:.2f}-{high:.2f} "
-            f"| {target} |"
-        )
-    print()
 
 
 def registry() -> ObjectStoreRegistry[Any]:
@@ -222,8 +189,9 @@ def one_file(folder: Path, count: int, rounds: int) -> None:
             ("from_dict", "parser", ""),
             ("open_virtual_dataset", "parser", ""),
         ],
-        "ms",
-        1e3,
+        unit="ms",
+        scale=1e3,
+        digits=2,
     )
 
 
@@ -283,8 +251,7 @@ def part_many(folder: Path, rounds: int, files: int) -> None:
             ("mfdataset, dask on the cluster", "mfdataset, serial", ""),
             ("combine (mfdataset, serial - serial)", "mfdataset, serial", ""),
         ],
-        "s",
-        1.0,
+        digits=2,
     )
 
 

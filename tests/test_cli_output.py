@@ -140,8 +140,16 @@ def test_inspect_dir_piped_to_head(big_checkpoint: Path) -> None:
 # --- point 3: a terminal -----------------------------------------------------------------------
 
 
-def on_terminal(*args: str, columns: int, env_columns: str | None = None) -> str:
-    """The CLI's stdout on a pseudo-terminal `columns` wide (COLUMNS set to `env_columns`)."""
+def on_terminal(
+    *args: str,
+    columns: int,
+    env_columns: str | None = None,
+    both: bool = False,
+    check: bool = True,
+    **env: str | None,
+) -> str:
+    """The CLI's stdout on a pseudo-terminal `columns` wide (COLUMNS set to `env_columns`;
+    `env` changes the environment further); with `both`, its stderr on it too."""
     pty = pytest.importorskip("pty")
     import fcntl
     import struct
@@ -152,9 +160,9 @@ def on_terminal(*args: str, columns: int, env_columns: str | None = None) -> str
     process = subprocess.Popen(
         [*COMMAND, *args],
         stdout=follower,
-        stderr=subprocess.PIPE,
+        stderr=follower if both else subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        env=environment(COLUMNS=env_columns, PYTHONIOENCODING="utf-8"),
+        env=environment(COLUMNS=env_columns, PYTHONIOENCODING="utf-8", **env),
     )
     os.close(follower)
     chunks = []
@@ -167,10 +175,12 @@ def on_terminal(*args: str, columns: int, env_columns: str | None = None) -> str
             break
         chunks.append(chunk)
     os.close(leader)
-    assert process.stderr is not None
-    stderr = process.stderr.read()
-    process.stderr.close()
-    assert process.wait(timeout=60) == 0, stderr
+    stderr = b""
+    if process.stderr is not None:
+        stderr = process.stderr.read()
+        process.stderr.close()
+    status = process.wait(timeout=60)
+    assert status == 0 or not check, stderr
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 

@@ -5,7 +5,6 @@ names, dtypes and shapes), the data a hole of the right size."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import subprocess
@@ -203,11 +202,9 @@ def test_sizes_for_people_on_a_terminal_and_exact_when_piped(models: dict[str, P
     assert f"total: 104 tensors, {numel / 1e6:.1f} M parameters, {nbytes / 2**20:.1f} MiB" in shown
     exact = on_terminal("inspect", "--exact", source, columns=100)
     assert f"total: 104 tensors, {numel:,} parameters, {nbytes:,} bytes" in exact
-    piped = subprocess.run(
-        [*COMMAND, "inspect", source], capture_output=True, text=True, env=environment(), check=True
-    ).stdout
-    assert f"total: 104 tensors, {numel:,} parameters, {nbytes:,} bytes" in piped
-    assert "MiB" not in piped
+    text = piped("inspect", source).stdout
+    assert f"total: 104 tensors, {numel:,} parameters, {nbytes:,} bytes" in text
+    assert "MiB" not in text
 
 
 @pytest.mark.parametrize("command", ["", "inspect", "validate", "hash", "diff"])
@@ -230,34 +227,17 @@ def test_help_fits_80_columns_and_breaks_no_word(command: str) -> None:
         assert word in shown, word  # a word broken across two lines would be missing
 
 
-def on_terminal_both(*args: str, columns: int = 80, **env: str | None) -> str:
-    """stdout and stderr together, both on one pseudo-terminal."""
-    import fcntl
-    import pty
-    import termios
+def on_terminal_both(*args: str, **env: str | None) -> str:
+    """stdout and stderr together, both on one pseudo-terminal 80 columns wide (a terminal
+    that knows colour, NO_COLOR unset unless given)."""
+    env = {"TERM": "xterm", "NO_COLOR": None, **env}
+    return on_terminal(*args, columns=80, both=True, check=False, **env)
 
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    process = subprocess.Popen(
-        [*COMMAND, *args],
-        stdout=follower,
-        stderr=follower,
-        stdin=subprocess.DEVNULL,
-        env=environment(COLUMNS=None, PYTHONIOENCODING="utf-8", TERM="xterm", **env),
+
+def piped(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *args], check=False, capture_output=True, text=True, env=environment()
     )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    process.wait(timeout=60)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 def _two_models(folder: Path) -> tuple[Path, Path]:
@@ -282,29 +262,17 @@ def test_diff_in_colour_on_a_terminal_and_never_with_no_color(tmp_path: Path) ->
 def test_a_file_that_is_something_else_says_so_first(tmp_path: Path) -> None:
     page = tmp_path / "model.safetensors"
     page.write_bytes(b"<!DOCTYPE html><html><body>Sign in</body></html>")
-    piped = subprocess.run(
-        [*COMMAND, "inspect", str(page)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=environment(),
-    )
-    assert piped.stderr.startswith(
+    result = piped("inspect", str(page))
+    assert result.stderr.startswith(
         f"safetensors-header: {page}: this is an HTML or XML page, not a safetensors file: the "
         "URL is wrong, the file needs a login or a token"
     )
-    assert "(HeaderTooLarge: the header length is " in piped.stderr
-    assert len(piped.stderr.splitlines()) == 1
+    assert "(HeaderTooLarge: the header length is " in result.stderr
+    assert len(result.stderr.splitlines()) == 1
     coloured = on_terminal_both("inspect", str(page))
     assert "\x1b[1mthis is an HTML or XML page" in coloured
     # validate's verdict keeps its kind first, for scripts.
-    verdict = subprocess.run(
-        [*COMMAND, "validate", str(page)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=environment(),
-    )
+    verdict = piped("validate", str(page))
     assert verdict.stdout.startswith(f"{page}: HeaderTooLarge: ")
 
 
@@ -350,8 +318,6 @@ def test_a_slow_checkpoint_shows_progress_on_a_terminal_only(site: Any) -> None:
     assert "t2" in shown
     quiet = on_terminal_both("inspect", "--quiet", url)
     assert "shard headers read" not in quiet
-    piped = subprocess.run(
-        [*COMMAND, "inspect", url], check=False, capture_output=True, text=True, env=environment()
-    )
-    assert piped.returncode == 0
-    assert piped.stderr == ""
+    result = piped("inspect", url)
+    assert result.returncode == 0
+    assert result.stderr == ""
