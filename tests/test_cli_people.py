@@ -321,3 +321,10 @@ def test_a_slow_checkpoint_shows_progress_on_a_terminal_only(site: Any) -> None:
     result = piped("inspect", url)
     assert result.returncode == 0
     assert result.stderr == ""
+
+
+def test_wide_shows_names_whole_on_a_terminal(models: dict[str, Path]) -> None:
+    text = on_terminal("inspect", "--wide", str(models["llama"]), columns=40)
+    names = [row[0] for row in rows_of(text)]
+    assert set(names) == set(llama_3_8b())  # nothing cut, however narrow the terminal
+    assert "…" not in text

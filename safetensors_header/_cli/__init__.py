@@ -38,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sources.count(STDIN) > 1:
         parser.error("- (standard input) can be read only once")
     out, err = Output(sys.stdout), Output(sys.stderr)
+    out.wide = getattr(args, "wide", False)
     if args.command == "diff":
         args.a, args.b = (hub_source(source, err) for source in sources)
     else:

@@ -70,8 +70,8 @@ examples:
 
 On a terminal the names get the room: sizes read 86.6 MiB (--exact for bytes), the byte
 ranges are left out (--offsets to show them), and a name too long for the width is cut in
-the middle, never so that two tensors look alike. Piped, nothing is cut or rounded. Byte
-ranges are absolute offsets in the file: start-end, end exclusive.
+the middle, never so that two tensors look alike (--wide: never cut). Piped, nothing is
+cut or rounded. Byte ranges are absolute offsets in the file: start-end, end exclusive.
 
 {_INSPECT_STATUS}"""
 
@@ -213,6 +213,9 @@ def argument_parser() -> argparse.ArgumentParser:
         help="the tensors by module, repeated blocks (layers.{0..31}) shown once",
     )
     inspect.add_argument(
+        "--wide", action="store_true", help="names whole on a terminal too, however wide"
+    )
+    inspect.add_argument(
         "--offsets",
         action="store_true",
         help="each tensor's byte range in its file on a terminal too (always when piped)",
@@ -262,4 +265,7 @@ def argument_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="A", help=_SOURCE_HELP)
     diff.add_argument("b", metavar="B", help="the same, compared with A")
     diff.add_argument("--json", action="store_true", help="one JSON object")
+    diff.add_argument(
+        "--wide", action="store_true", help="names whole on a terminal too, however wide"
+    )
     return parser

@@ -67,6 +67,7 @@ class Output:
             self.tty = stream.isatty()
         except (OSError, ValueError):
             self.tty = False
+        self.wide = False  # --wide: nothing cut to the terminal's width
         # Colour on a terminal, unless NO_COLOR (https://no-color.org) or a dumb terminal.
         self.color = (
             self.tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
@@ -190,7 +191,7 @@ class Output:
         """``SOURCE: facts``; on a terminal too narrow for that, the source on a line of its
         own (cut in the middle if it must be) and the facts on the next."""
         line = f"{self.shown(source)}: {facts}"
-        if not self.tty or len(line) <= self.width():
+        if not self.tty or self.wide or len(line) <= self.width():
             return self.line(line)
         width = self.width()
         self.line(_middle_cut(self.shown(source), max(width - 1, 12), self.ellipsis) + ":")
@@ -356,7 +357,7 @@ def columns(
     """Aligned columns of escaped cells; on a terminal the `shrink` columns are cut to fit,
     and each row is in its colour of `styles` (one a row, or None) where colour is on."""
     natural = [max(map(len, column)) for column in zip(titles, *rows, strict=True)]
-    widths = _fitted(natural, shrink, out.width()) if out.tty else natural
+    widths = _fitted(natural, shrink, out.width()) if out.tty and not out.wide else natural
     cut = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
     lines: Iterable[tuple[str, ...]] = (titles, *rows)
     if cut:
