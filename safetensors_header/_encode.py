@@ -34,6 +34,7 @@ __all__ = [
     "buffer_error",
     "checked_metadata",
     "data_order",
+    "dtype_name",
     "encode_header",
     "flat_view",
     "frame",
@@ -118,8 +119,10 @@ def _spec(name: object, value: object, *, arity: int) -> Spec:
             "'__metadata__' cannot name a tensor: it is the header's key for the metadata",
             tensor=name,
         )
+    if arity == 3 and not _is_sequence(value) and hasattr(value, "dtype"):
+        return _array_spec(name, value)
     if not _is_sequence(value) or len(value) != arity:
-        wanted = "(dtype, shape)" if arity == 2 else "(dtype, shape, data)"
+        wanted = "(dtype, shape)" if arity == 2 else "(dtype, shape, data) or an array"
         raise TypeError(f"tensor {name!r}: expected a tuple {wanted}, not {value!r:.60}")
     dtype = value[0]
     if not isinstance(dtype, str):
@@ -131,6 +134,75 @@ def _spec(name: object, value: object, *, arity: int) -> Spec:
             tensor=name,
         )
     return name, dtype, _checked_shape(name, value[1]), value[2] if arity == 3 else None
+
+
+# numpy's type letter and item size -> the safetensors dtype (numpy not imported: the
+# arrays are looked at through their dtype's attributes).
+_NUMPY_KINDS: Final[Mapping[tuple[object, object], str]] = {
+    ("b", 1): "BOOL",
+    ("u", 1): "U8",
+    ("i", 1): "I8",
+    ("i", 2): "I16",
+    ("u", 2): "U16",
+    ("f", 2): "F16",
+    ("i", 4): "I32",
+    ("u", 4): "U32",
+    ("f", 4): "F32",
+    ("c", 8): "C64",
+    ("f", 8): "F64",
+    ("i", 8): "I64",
+    ("u", 8): "U64",
+}
+# ml_dtypes' type names -> the safetensors dtype (their bytes are the same).
+_ML_DTYPES: Final[Mapping[object, str]] = {
+    "bfloat16": "BF16",
+    "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fn": "F8_E4M3",
+    "float8_e8m0fnu": "F8_E8M0",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ",
+    "float8_e5m2fnuz": "F8_E5M2FNUZ",
+}
+
+
+def dtype_name(dtype: object) -> str:
+    """The safetensors dtype of a numpy dtype (or an ml_dtypes one): ``"F32"``, ``"BF16"``.
+
+    Raises:
+        TypeError: A dtype safetensors has no name for (strings, objects, ``complex128``,
+            ``float128``...), or one of ml_dtypes' float4 and float6 types, whose values
+            safetensors packs several to a byte; the message says which.
+    """
+    name = getattr(dtype, "name", None)
+    if name in _ML_DTYPES:
+        return _ML_DTYPES[name]
+    if isinstance(name, str) and name.startswith(("float4_", "float6_")):
+        raise TypeError(
+            f"no safetensors dtype for numpy's {name!r}: safetensors packs these values "
+            "several to a byte, and numpy holds one a byte: pass (dtype, shape, packed bytes)"
+        )
+    found = _NUMPY_KINDS.get((getattr(dtype, "kind", None), getattr(dtype, "itemsize", None)))
+    if found is None:
+        raise TypeError(
+            f"no safetensors dtype for numpy's {name or dtype!r}: its dtypes are "
+            f"{', '.join(DTYPE_BITS)}"
+        )
+    return found
+
+
+def _array_spec(name: str, array: object) -> Spec:
+    """A numpy (or ml_dtypes) array as ``(name, dtype, shape, its little-endian bytes)``."""
+    try:
+        dtype = dtype_name(array.dtype)  # type: ignore[attr-defined]
+    except TypeError as error:
+        raise TypeError(f"tensor {name!r}: {error}") from None
+    shape = tuple(array.shape)  # type: ignore[attr-defined]
+    if array.dtype.byteorder == ">":  # type: ignore[attr-defined]
+        array = array.astype(array.dtype.newbyteorder("<"))  # type: ignore[attr-defined]
+    if not array.flags.c_contiguous:  # type: ignore[attr-defined]
+        array = array.copy(order="C")  # type: ignore[attr-defined]
+    # A flat view of its bytes: ml_dtypes' types have no buffer format of their own.
+    data = array.reshape(-1).view("u1")  # type: ignore[attr-defined]
+    return name, dtype, _checked_shape(name, shape), data
 
 
 def _is_sequence(value: object) -> TypeGuard[Sequence[object]]:

@@ -11,7 +11,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _replace
 from ._encode import (
@@ -34,12 +34,12 @@ if TYPE_CHECKING:
 
     from ._header import Header
 
-__all__ = ["update_metadata", "write_file"]
+__all__ = ["file_bytes", "update_metadata", "write_file"]
 
 
 def write_file(
     path: StrPath,
-    tensors: Mapping[str, tuple[str, Sequence[int], ReadableBuffer]],
+    tensors: Mapping[str, tuple[str, Sequence[int], ReadableBuffer] | Any],
     /,
     *,
     metadata: Mapping[str, str] | None = None,
@@ -53,7 +53,10 @@ def write_file(
         tensors: Tensor name -> ``(dtype, shape, data)``: ``dtype`` and ``shape`` as for
             `encode_header`; ``data`` any C-contiguous bytes-like object (``bytes``,
             ``bytearray``, ``memoryview``, a numpy array, ``array.array``...) holding the
-            tensor's little-endian bytes, exactly dtype size x element count of them.
+            tensor's little-endian bytes, exactly dtype size x element count of them. Or
+            tensor name -> a numpy array (ml_dtypes' bfloat16 and float8 types included),
+            written with its dtype's safetensors name and its shape, in little-endian C
+            order whatever its own order (`safetensors_header.numpy.safetensors_dtype`).
         metadata: As for `encode_header`.
 
     Every size is checked before anything is written. The data is then streamed buffer by
@@ -73,30 +76,48 @@ def write_file(
         HeaderError: As for `encode_header`, and ``TensorInvalidInfo`` when a buffer's length
             is not what its dtype and shape need. Nothing has been written.
         TypeError: As for `encode_header`; also a buffer that is not bytes-like, not
-            C-contiguous, or explicitly big-endian (byte-swap it first).
+            C-contiguous, or explicitly big-endian (byte-swap it first), or an array of a
+            dtype safetensors has no name for (the message names the tensor).
         OSError: The file could not be written (``path`` is then unchanged).
     """
     with contextlib.ExitStack() as views:
-        specs = tensor_specs(tensors, arity=3)
-        entries = [
-            (name, dtype, dims, views.enter_context(flat_view(name, data)))
-            for name, dtype, dims, data in specs
-        ]
-        # Like the reference, lay the buffers out by their own lengths: the reader's checks
-        # on the header then report any buffer whose length disagrees with dtype x shape.
-        rows = laid_out([(name, dtype, dims, view.nbytes) for name, dtype, dims, view in entries])
-        encoded = frame(header_json(rows, checked_metadata(metadata)))
-        try:
-            header = validated(encoded, rows)
-        except HeaderError as error:
-            raise buffer_error(error, entries) from None
-        order = sorted(entries, key=data_order)
+        encoded, header, buffers = _laid_out(tensors, metadata, views)
         target = os.path.realpath(path)
         with _replace.replacing(target, mode=_replace.mode_of(target)) as file:
             _replace.write_all(file, encoded)
-            for _, _, _, view in order:
+            for view in buffers:
                 _replace.write_all(file, view)
     return header
+
+
+def file_bytes(
+    tensors: Mapping[str, object], /, *, metadata: Mapping[str, str] | None = None
+) -> bytes:
+    """The bytes `write_file` writes for these tensors, in memory."""
+    with contextlib.ExitStack() as views:
+        encoded, _, buffers = _laid_out(tensors, metadata, views)
+        return b"".join([encoded, *buffers])
+
+
+def _laid_out(
+    tensors: object, metadata: Mapping[str, str] | None, views: contextlib.ExitStack
+) -> tuple[bytes, Header, list[memoryview]]:
+    """The header's bytes, the `Header`, and the tensors' buffers in the file's order, each
+    size checked (`views` releases the buffers)."""
+    specs = tensor_specs(tensors, arity=3)
+    entries = [
+        (name, dtype, dims, views.enter_context(flat_view(name, data)))
+        for name, dtype, dims, data in specs
+    ]
+    # Like the reference, lay the buffers out by their own lengths: the reader's checks on
+    # the header then report any buffer whose length disagrees with dtype x shape.
+    rows = laid_out([(name, dtype, dims, view.nbytes) for name, dtype, dims, view in entries])
+    encoded = frame(header_json(rows, checked_metadata(metadata)))
+    try:
+        header = validated(encoded, rows)
+    except HeaderError as error:
+        raise buffer_error(error, entries) from None
+    return encoded, header, [view for _, _, _, view in sorted(entries, key=data_order)]
 
 
 def update_metadata(

@@ -1,13 +1,15 @@
-"""Load safetensors tensors as numpy arrays: memory-mapped, validated, with BF16 and F8.
+"""Load safetensors tensors as numpy arrays (memory-mapped, validated, with BF16 and F8), and
+save numpy arrays as safetensors files.
 
-Layer: adapters (on the data path, `safetensors_header._fetch`).
+Layer: adapters (on the data path, `safetensors_header._fetch`, and the writer).
 
-    >>> from safetensors_header.numpy import load, open_tensors
+    >>> from safetensors_header.numpy import load, open_tensors, save_file
     >>> arrays = load("model.safetensors")  # doctest: +SKIP
     >>> arrays["lm_head.weight"].dtype  # doctest: +SKIP
     dtype(bfloat16)
     >>> tensors = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
     >>> rows = tensors["lm_head.weight"][1024:2048]  # doctest: +SKIP  (fetches those rows)
+    >>> save_file(arrays, "copy.safetensors")  # doctest: +SKIP  (the same bytes)
 
 Needs numpy (``pip install 'safetensors_header[numpy]'``); ``BF16`` and ``F8_*`` tensors also
 need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module imports numpy.
@@ -20,15 +22,17 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from ._encode import dtype_name
 from ._fetch import SafetensorsFile, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
 from ._options import RETRIES, WORKERS, Options
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
 from ._sources import Source, kind_of
+from ._writer import file_bytes, write_file
 
 __all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "numpy_dtype"]
-__all__ += ["open_tensors"]
+__all__ += ["open_tensors", "safetensors_dtype", "save", "save_file"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -36,6 +40,55 @@ if TYPE_CHECKING:
     from typing import Any
 
     from numpy.typing import NDArray
+
+
+def safetensors_dtype(array_or_dtype: Any, /) -> str:
+    """The safetensors dtype name of a numpy array or dtype: ``"F32"``, ``"BF16"``...
+
+    The inverse of `numpy_dtype`: numpy's types by their kind and size (``float32`` is
+    ``F32``, ``bool`` ``BOOL``, ``complex64`` ``C64``; either byte order), ml_dtypes' by
+    name (``bfloat16`` is ``BF16``, ``float8_e4m3fn`` ``F8_E4M3``...).
+
+    Raises:
+        TypeError: A dtype safetensors has no name for (``complex128``, strings,
+            objects...), or ml_dtypes' float4 and float6 types (safetensors packs their
+            values several to a byte: write those as ``(dtype, shape, bytes)``).
+    """
+    if isinstance(array_or_dtype, (np.ndarray, np.generic)):
+        return dtype_name(array_or_dtype.dtype)
+    return dtype_name(np.dtype(array_or_dtype))
+
+
+def save(
+    tensors: Mapping[str, NDArray[Any]], /, *, metadata: Mapping[str, str] | None = None
+) -> bytes:
+    """The bytes of a safetensors file of these arrays: what `safetensors.numpy.save` makes
+    for the same arrays (and metadata of at most one key, whose order the reference leaves
+    to chance), and BF16 and F8 from ml_dtypes arrays as well. Each array is written with its
+    dtype's safetensors name (`safetensors_dtype`) and its shape, little-endian, in C order.
+
+    Raises:
+        TypeError: An array of a dtype safetensors has no name for (the message names the
+            tensor), a name or metadata that is not ``str``.
+        HeaderError: What the file's reader would refuse (a name ``__metadata__``...).
+    """
+    return file_bytes(tensors, metadata=metadata)
+
+
+def save_file(
+    tensors: Mapping[str, NDArray[Any]],
+    path: str | os.PathLike[str],
+    /,
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> Header:
+    """Write these arrays to a safetensors file at `path`, as `save` lays them out, through
+    `write_file` (replaced whole, never left half-written); returns its `Header`.
+
+    ``save_file(load(path), other)`` writes the bytes of ``path`` again for any file this
+    module loads (its metadata of at most one key).
+    """
+    return write_file(path, tensors, metadata=metadata)
 
 
 def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
