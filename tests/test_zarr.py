@@ -670,3 +670,26 @@ def test_extension_data_types_are_opt_in_and_zarr_v3_only(tmp_path: Path) -> Non
         to_kerchunk(header, str(path), extension_dtypes=True)  # kerchunk's default is v2
     with pytest.raises(ValueError, match="extension_dtypes needs zarr_format=3"):
         array_metadata(header.tensors["bf16"], zarr_format=2, extension_dtypes=True)
+
+
+def test_kerchunk_references_over_http(numeric: tuple[Path, dict[str, Any]], site: Any) -> None:
+    """What the docs say a user of HTTP references passes: the fsspec extra brings aiohttp,
+    and the reference filesystem's remote is asynchronous, as zarr's FsspecStore wants."""
+    fsspec = pytest.importorskip("fsspec")
+    zarr = pytest.importorskip("zarr")
+    pytest.importorskip("aiohttp")
+    path, expected = numeric
+    site.files["numeric.safetensors"] = path.read_bytes()
+    url = site.url("numeric.safetensors")
+    refs = to_kerchunk(read_header(url), url, zarr_format=3)
+    fs = fsspec.filesystem(
+        "reference",
+        fo=refs,
+        remote_protocol="http",
+        remote_options={"asynchronous": True},
+        asynchronous=True,
+    )
+    group = zarr.open_group(zarr.storage.FsspecStore(fs, read_only=True), mode="r", zarr_format=3)
+    for name, array in expected.items():
+        _assert_same(group[node_name(name)][...], array)
+    assert all(hit.path == "/numeric.safetensors" for hit in site.hits)
