@@ -172,7 +172,9 @@ def open_file(
         A `SafetensorsFile`: ``.header``, ``.read_ranges(...)``, ``.read_tensor(...)``.
 
     Raises:
-        As `read_header`.
+        HeaderError: As `read_header`.
+        RemoteError: As `read_header`.
+        OSError: As `read_header`.
     """
     options = Options.of(locals())
     file = open_source(source, options.replace(timeout=None))
@@ -353,8 +355,10 @@ def read_tensor(
         The bytes, little-endian, in C order, as one ``memoryview``.
 
     Raises:
-        As `read_ranges`; KeyError for a name that is not there; IndexError, TypeError and
-        ValueError for a key, as `TensorInfo.byte_ranges`.
+        HeaderError: As `read_ranges` (and `RemoteError`, `OSError`).
+        KeyError: A name that is not there.
+        IndexError: A key, as `TensorInfo.byte_ranges` raises it (also `TypeError` and
+            `ValueError`).
     """
     options = Options.of(locals())
     shards = getattr(source, "shards", None)

@@ -269,10 +269,10 @@ def test_url_prefixes_and_containers() -> None:
     assert list(granted) == ["file:///m/", "s3://b/"]
 
 
-def test_the_readme_example_runs(tmp_path: Path) -> None:
+def test_the_docs_example_runs(tmp_path: Path) -> None:
     # tests/test_readme.py runs it too where icechunk is installed (and skips it elsewhere);
     # here it also runs with the test's own environment (ICECHUNK_LOG), and fails if missing.
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "zarr.md").read_text()
     block = next(
         b for b in readme.split("```python\n")[1:] if "commit_virtual(create_repository" in b
     ).split("```")[0]

@@ -1,4 +1,4 @@
-"""The ``--json`` objects the commands share (their schema is in the README).
+"""The ``--json`` objects the commands share (their schema is in docs/cli.md).
 
 Layer: adapters (the command line).
 """

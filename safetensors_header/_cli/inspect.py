@@ -196,7 +196,7 @@ def _value(value: object) -> str:
 
 
 def _document(source: str, header: Header, tensors: list[TensorInfo]) -> dict[str, object]:
-    """The --json schema (documented in the README; keep it stable)."""
+    """The --json schema (documented in docs/cli.md; keep it stable)."""
     return {
         "path": source,
         "header_size": header.header_size,

@@ -53,7 +53,7 @@ class Failure(Exception):
         self.tensor, self.offset = tensor, offset
 
     def document(self) -> dict[str, object]:
-        """The ``--json`` error object: always these five keys (the README lists them)."""
+        """The ``--json`` error object: always these five keys (docs/cli.md lists them)."""
         return {
             "kind": self.kind,
             "message": self.message,
@@ -100,7 +100,7 @@ def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = 
     """A library error as a `Failure`; an OS error names the file it is about.
 
     The kind is the HeaderError's, or the exception's class name (``FileNotFoundError``):
-    never a name made up here, so that every kind in the output is one the README lists.
+    never a name made up here, so that every kind in the output is one docs/errors.md lists.
     """
     if isinstance(error, HeaderError):
         return Failure(
