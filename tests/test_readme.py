@@ -70,3 +70,22 @@ def test_example_runs(block: str, workdir: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_readme_is_a_page_and_its_first_example_needs_only_the_package(
+    tmp_path: Path,
+) -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    # -S: no site-packages, so nothing but the standard library and the package (on the path).
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", BLOCKS[0]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "{'format': 'pt'}"
