@@ -62,6 +62,16 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
     descriptor = os.open(path, _OPEN_FLAGS)
     try:
         status = os.fstat(descriptor)
+        if stat.S_ISFIFO(status.st_mode) or stat.S_ISCHR(status.st_mode):
+            # A pipe is read from this very descriptor: opened again, it would wait for a
+            # writer that may have written and gone (its bytes with the first reader).
+            from ._options import Clock, Options
+
+            stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
+            descriptor = -1  # (the stream closes it)
+            with stream:
+                file = StreamFile(stream, Options(), shown=os.fsdecode(path))
+                return header_of(file, limit, Clock(None))
         if stat.S_ISREG(status.st_mode):
             # `header_at`'s first read, inline: the common case touches as little code as it
             # can (a small header's read is mostly what it fetches back into the caches).
@@ -74,10 +84,11 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
                 if len(whole) == parsed:
                     return parse_header(whole, file_size=size, max_header_size=limit)
     finally:
-        os.close(descriptor)
+        if descriptor >= 0:
+            os.close(descriptor)
     from ._options import Clock, Options
 
-    # A longer header cut meanwhile, a pipe, a device: the general loop.
+    # A longer header cut meanwhile, a block device: the general loop.
     return header_of(PathFile(path, Options()), limit, Clock(None))
 
 
@@ -180,7 +191,11 @@ class PathFile(RangeFile):
 
     def prepare(self) -> None:
         if self.identity is None:
-            os.close(self.open_checked())  # learns the size and whether it can seek
+            descriptor = self.open_checked()  # learns the size and whether it can seek
+            if self.seekable:
+                os.close(descriptor)
+            else:  # a pipe: kept, and read from this descriptor (see `_streamed`)
+                self._keep_stream(descriptor)
 
     def can_seek(self) -> bool:
         self.prepare()
@@ -202,11 +217,15 @@ class PathFile(RangeFile):
 
     def _streamed(self) -> StreamFile:
         if self._stream is None:
-            descriptor = self.open_checked()
-            # Kept open between reads (a pipe is read once, in order); closed by close().
-            stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
-            self._stream = StreamFile(stream, self.options, shown=self.shown)
+            self._keep_stream(self.open_checked())
+        assert self._stream is not None
         return self._stream
+
+    def _keep_stream(self, descriptor: int) -> None:
+        # Kept open between reads (a pipe is read once, in order, from one descriptor: opened
+        # again it would wait for a writer that may be gone); closed by close().
+        stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
+        self._stream = StreamFile(stream, self.options, shown=self.shown)
 
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         if not self.seekable:

@@ -366,6 +366,53 @@ def test_a_fifo_path_is_read_as_a_stream(tmp_path: Path) -> None:
     assert header.tensors == read_header(data).tensors
 
 
+_QUICK_WRITER = """
+import os, sys, threading, time
+from safetensors_header import open_file, read_header
+
+fifo, data = sys.argv[1], bytes.fromhex(sys.argv[2])
+fstat = os.fstat
+
+
+def slow_fstat(descriptor):  # the reader is slow between opening and reading: the writer has
+    time.sleep(0.3)          # written its bytes and closed its end by then
+    return fstat(descriptor)
+
+
+os.fstat = slow_fstat
+
+
+def write():
+    with open(fifo, "wb") as end:
+        end.write(data)
+
+
+for read in (read_header, lambda path: open_file(path).header):
+    writer = threading.Thread(target=write)
+    writer.start()
+    print(sorted(read(fifo).tensors))
+    writer.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_whose_writer_is_quick_is_read_from_the_one_opening(tmp_path: Path) -> None:
+    # Opened a second time, the FIFO would wait for a writer that has written and gone: a
+    # hang (under load it happened in CI). In a subprocess, so that a hang is its timeout.
+    fifo = tmp_path / "quick.safetensors"
+    os.mkfifo(fifo)
+    data = build({"a": tensor("U8", [3], 0, 3)}, b"xyz")
+    done = subprocess.run(
+        [sys.executable, "-c", _QUICK_WRITER, str(fifo), data.hex()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['a']", "['a']"]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs /dev/stdin")
 def test_dev_stdin_fed_by_a_pipe_is_read_as_a_stream() -> None:
     data = build({"a": tensor("U8", [3], 0, 3)}, b"xyz")
