@@ -193,8 +193,12 @@ def test_reading_needs_the_containers_authorized(
     prefixes = st_icechunk.url_prefixes(vds)
     st_icechunk.commit_virtual(st_icechunk.create_repository(storage, prefixes), vds, "x")
     unauthorized = icechunk.Repository.open(storage).readonly_session("main").store
-    with pytest.raises(icechunk.IcechunkError, match="authorize the virtual chunk container"):
+    with pytest.raises(icechunk.IcechunkError) as refused:
         zarr.open_group(unauthorized, mode="r")["f32"][...]
+    # icechunk wraps its message at a width (where, depends on the path's length): the words
+    # without the wrapping.
+    said = " ".join(str(refused.value).replace("|", " ").split())
+    assert "authorize the virtual chunk container" in said
     tensors = read_tensors(zarr.open_group(st_icechunk.open_store(storage, prefixes), mode="r"))
     assert tensors["f32"].shape == (6, 4)
 
