@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._header import Header
 
 __all__ = [
+    "NUMPY_KINDS",
     "Row",
     "buffer_error",
     "checked_metadata",
@@ -136,9 +137,9 @@ def _spec(name: object, value: object, *, arity: int) -> Spec:
     return name, dtype, _checked_shape(name, value[1]), value[2] if arity == 3 else None
 
 
-# numpy's type letter and item size -> the safetensors dtype (numpy not imported: the
+#: numpy's type letter and item size -> the safetensors dtype (numpy not imported: the
 # arrays are looked at through their dtype's attributes).
-_NUMPY_KINDS: Final[Mapping[tuple[object, object], str]] = {
+NUMPY_KINDS: Final[Mapping[tuple[object, object], str]] = {
     ("b", 1): "BOOL",
     ("u", 1): "U8",
     ("i", 1): "I8",
@@ -180,7 +181,7 @@ def dtype_name(dtype: object) -> str:
             f"no safetensors dtype for numpy's {name!r}: safetensors packs these values "
             "several to a byte, and numpy holds one a byte: pass (dtype, shape, packed bytes)"
         )
-    found = _NUMPY_KINDS.get((getattr(dtype, "kind", None), getattr(dtype, "itemsize", None)))
+    found = NUMPY_KINDS.get((getattr(dtype, "kind", None), getattr(dtype, "itemsize", None)))
     if found is None:
         raise TypeError(
             f"no safetensors dtype for numpy's {name or dtype!r}: its dtypes are "

@@ -52,7 +52,7 @@ import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type in
 import numpy as np
 
 from . import _replace
-from ._encode import encode_header
+from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
@@ -108,24 +108,9 @@ _INDEX_DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "i64": np.dtype(np.int64),
 }
 # (numpy kind, item size) -> the safetensors dtype of a buffer of that dtype: the names the
-# reference gives, and int64 for datetime64 and timedelta64 ("M", "m"), which it refuses.
-_TENSOR_DTYPES: Final = {
-    ("b", 1): "BOOL",
-    ("i", 1): "I8",
-    ("u", 1): "U8",
-    ("i", 2): "I16",
-    ("u", 2): "U16",
-    ("f", 2): "F16",
-    ("i", 4): "I32",
-    ("u", 4): "U32",
-    ("f", 4): "F32",
-    ("c", 8): "C64",
-    ("i", 8): "I64",
-    ("u", 8): "U64",
-    ("f", 8): "F64",
-    ("M", 8): "I64",
-    ("m", 8): "I64",
-}
+# reference gives (the writer's table), and int64 for datetime64 and timedelta64 ("M", "m"),
+# which it refuses.
+_TENSOR_DTYPES: Final = {**NUMPY_KINDS, ("M", 8): "I64", ("m", 8): "I64"}
 
 
 class AwkwardFileError(ValueError):
