@@ -44,15 +44,12 @@ def diff_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
 
 def _read_side(source: str, err: Output, *, quiet: bool) -> Read | Failure:
     """One side of a diff, or why it cannot be read (said on stderr)."""
-    progress = Progress(err, quiet=quiet)
     try:
-        read = read_source(source, "diff", progress=progress.shards)
+        with Progress(err, quiet=quiet) as progress:
+            return read_source(source, "diff", progress=progress.shards)
     except Failure as failure:
-        progress.close()
         err.line(f"{PROG}: {shown_source(source)}: {failure.diagnosis()}")
         return failure
-    progress.close()
-    return read
 
 
 def _merged_metadata(read: Read) -> dict[str, str]:

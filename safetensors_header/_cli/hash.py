@@ -24,16 +24,14 @@ if TYPE_CHECKING:
 def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     for source in args.sources:
-        progress = Progress(err, quiet=args.quiet)
         try:
-            read = read_source(source, "hash", opened=True, progress=progress.shards)
-            hashes = hashes_of(read, args.algorithm, progress=progress.bytes)
+            with Progress(err, quiet=args.quiet) as progress:
+                read = read_source(source, "hash", opened=True, progress=progress.shards)
+                hashes = hashes_of(read, args.algorithm, progress=progress.bytes)
         except Failure as failure:
-            progress.close()
             status = 1
             failure.report(source, out, err, json=args.json)
             continue
-        progress.close()
         if args.json:
             out.json({"path": source, **hashes.manifest(), "error": None})
             continue

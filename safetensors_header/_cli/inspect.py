@@ -48,15 +48,13 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     printed = False
     for source in args.sources:
-        progress = Progress(err, quiet=args.quiet)
         try:
-            read = read_source(source, "inspect", progress=progress.shards)
+            with Progress(err, quiet=args.quiet) as progress:
+                read = read_source(source, "inspect", progress=progress.shards)
         except Failure as failure:
-            progress.close()
             status = 1
             failure.report(source, out, err, json=args.json)
             continue
-        progress.close()
         if out.closed:
             continue  # nobody reads the output: only the exit status is left to find out
         if args.tree:

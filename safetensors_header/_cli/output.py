@@ -215,7 +215,8 @@ class Progress:
     """Progress on stderr for a person waiting: ``shard headers read: 12/40``, rewritten in
     place, shown only when stderr is a terminal, --quiet was not given and the work has
     taken a second; cleared when it is done. Its methods are the library's ``progress``
-    callbacks (called one at a time)."""
+    callbacks (called one at a time). Used as a context manager: the line is cleared on the
+    way out, before anything else is printed."""
 
     def __init__(self, err: Output, *, quiet: bool) -> None:
         import time
@@ -243,9 +244,11 @@ class Progress:
         self._shown = True
         self._err.write(f"\r{self._err.shown(text)}\x1b[K")
 
-    def close(self) -> None:
-        """Clear the line it was showing, if any."""
-        if self._shown:
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._shown:  # clear the line it was showing
             self._err.write("\r\x1b[K")
             self._shown = False
 

@@ -90,17 +90,16 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     for source in args.sources:
         verdict = _Verdict(source, strict=args.strict)
-        progress = Progress(err, quiet=args.quiet)
         try:
-            read = read_source(source, "validate", opened=True, progress=progress.shards)
-            _check(verdict, read)
-            if manifests:
-                expected = _manifest_for(source, manifests, args.hashes)
-                found = hashes_of(read, expected.algorithm, progress=progress.bytes)
-                verdict.hashes = expected.differences(found)
+            with Progress(err, quiet=args.quiet) as progress:
+                read = read_source(source, "validate", opened=True, progress=progress.shards)
+                _check(verdict, read)
+                if manifests:
+                    expected = _manifest_for(source, manifests, args.hashes)
+                    found = hashes_of(read, expected.algorithm, progress=progress.bytes)
+                    verdict.hashes = expected.differences(found)
         except Failure as failure:
             verdict.failure = failure
-        progress.close()
         if not verdict.valid:
             status = 1
         if args.json:
