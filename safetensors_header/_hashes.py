@@ -159,13 +159,14 @@ def hash_tensors(
             done += count
             progress(done, total)  # type: ignore[misc]
 
+    tick = None if progress is None else hashed
+
     def work(index: int) -> None:
         file, info = infos[index]
         ident = threading.get_ident()
         buffer = buffers.get(ident)
         if buffer is None:
             buffer = buffers[ident] = memoryview(bytearray(_CHUNK))
-        tick = None if progress is None else hashed
         digests[info.name] = _digest(file, info, algorithm, buffer, clock, tick=tick)
 
     run_parallel(work, order, min(workers, len(order)) or 1)
