@@ -297,3 +297,27 @@ def test_the_docs_example_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("float16 (8, 4)")
+
+
+def test_a_process_that_opened_a_repository_pauses_once_at_exit(tmp_path: Path) -> None:
+    # icechunk's threads may still drop Python objects when a program ends right after a read
+    # (a crash at exit on 3.13, PyO3/pyo3-async-runtimes#40); one short pause is registered
+    # with atexit by the first repository opened or created, and by no later one.
+    code = textwrap.dedent(
+        f"""
+        import atexit, icechunk
+        from safetensors_header import icechunk as st
+        before = atexit._ncallbacks()
+        storage = icechunk.local_filesystem_storage({str(tmp_path / "repo")!r})
+        st.create_repository(storage, ["file:///models/"])
+        st.open_store(storage, ["file:///models/"])
+        st.open_repository(storage, ["file:///models/"])
+        print(atexit._ncallbacks() - before)
+        """
+    )
+    env = dict(os.environ, ICECHUNK_LOG="error")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
