@@ -27,6 +27,7 @@ Needs icechunk 2 (Python 3.12 or newer) and VirtualiZarr (``pip install
 from __future__ import annotations
 
 import atexit
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -201,15 +202,12 @@ def commit_virtual(
 # Python 3.13: PyO3/pyo3-async-runtimes#40). Measured on the 2-core machine, the docs example
 # under load: 9 crashes in 160 runs, none in 160 with this pause before finalization.
 _EXIT_PAUSE = 0.1
-_exit_pause_registered = False
 
 
+@functools.cache  # once per process
 def _settle_at_exit() -> None:
-    """Let icechunk's threads finish before the interpreter exits (once per process)."""
-    global _exit_pause_registered
-    if not _exit_pause_registered:
-        _exit_pause_registered = True
-        atexit.register(time.sleep, _EXIT_PAUSE)
+    """Let icechunk's threads finish before the interpreter exits."""
+    atexit.register(time.sleep, _EXIT_PAUSE)
 
 
 def _with_empties_loaded(dataset: xr.Dataset) -> xr.Dataset:
