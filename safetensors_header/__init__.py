@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._hashes import TensorHashes, hash_tensors, verify_tensors
     from ._hub import hub_url
     from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
+    from ._transport import Transport
     from ._writer import update_metadata, write_file
 
 # The audit, the checkpoint reader, the data path, read plans, hashes and the writer load
@@ -54,6 +55,7 @@ _LAZY = {
     "plan_reads": "_plan",
     "split_tensors": "_plan",
     "TENSOR_PARALLEL": "_plan",
+    "Transport": "_transport",
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
@@ -97,6 +99,7 @@ __all__ = [
     "TensorHashes",
     "TensorInfo",
     "TensorTable",
+    "Transport",
     "__version__",
     "audit_header",
     "bytes_needed",

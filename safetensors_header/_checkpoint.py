@@ -24,7 +24,7 @@ from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
 from ._hub import REPOSITORY_NAMES, hub_repository
 from ._local import PathFile, mode_kind
-from ._options import FIRST_READ, RETRIES, TIMEOUT, WORKERS, Options
+from ._options import Options
 from ._rangefile import header_of, map_parallel
 from ._record import frozen_record, set_fields
 from ._sources import kind_of, open_source
@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Final, NoReturn
 
+    from typing_extensions import Unpack
+
     from ._audit import Finding
     from ._rangefile import RangeFile
+    from ._transport import Transport
 
 #: Index file names looked for in a directory, in this order.
 INDEX_NAMES: Final = (
@@ -174,33 +177,26 @@ def read_checkpoint(
     max_header_size: int = MAX_HEADER_SIZE,
     max_index_size: int = _MAX_INDEX_SIZE,
     follow_links: bool = False,
-    max_workers: int = WORKERS,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = TIMEOUT,
-    first_read: int = FIRST_READ,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
     progress: Callable[[int, int], object] | None = None,
+    **transport: Unpack[Transport],
 ) -> Checkpoint:
     """Read a checkpoint: a ``.safetensors`` file, an index JSON, or a directory.
 
     A directory must hold one of `INDEX_NAMES` or `SINGLE_NAMES`. The source may also be an
-    ``http(s)://`` URL of an index JSON (its shards are then read from URLs next to it) or
-    of a single file; `headers`, `timeout`, `first_read` and `retries` are as for
-    `read_header` (and ignored for local files). An ``hf://`` path of the Hugging Face Hub
-    is read at its HTTPS URL (`hub_url`; the token of ``HF_TOKEN`` or of huggingface_hub's
-    login, to the Hub only); one that names a repository without a file
+    ``http(s)://`` URL of an index JSON (its shards are then read from URLs next to it) or of a
+    single file, reached as the `Transport` options say (ignored for local files). An ``hf://``
+    path of the Hugging Face Hub is read at its HTTPS URL (`hub_url`; the token of ``HF_TOKEN``
+    or of huggingface_hub's login, to the Hub only); one that names a repository without a file
     (``hf://org/repo``, ``hf://org/repo@revision``) is read as the first of
-    ``model.safetensors.index.json``, ``model.safetensors`` and the diffusers names that it
-    has. It may be an fsspec URL (``s3://``, ``gs://``, ...; `storage_options` passed on) or
-    a ``(store, path)`` pair of an obstore store or an fsspec filesystem, of an index or a
-    single file: shards are then read from beside the index, in the same store. Every shard
-    named by an index is read (its header only), in parallel: the index, then every shard's
-    header at once (at most `max_workers` requests in flight), and checked against the
-    index. A remote shard's
-    first read asks for no more than its header is likely to take, as estimated from the
-    names the index gives it (at most `first_read`): a shard's header is usually one
-    request, and never one that brings 128 KiB of tensor data with a small header.
+    ``model.safetensors.index.json``, ``model.safetensors`` and the diffusers names that it has.
+    It may be an fsspec URL (``s3://``, ``gs://``, ...; ``storage_options`` passed on) or a
+    ``(store, path)`` pair of an obstore store or an fsspec filesystem, of an index or a single
+    file: shards are then read from beside the index, in the same store. Every shard named by an
+    index is read (its header only), in parallel: the index, then every shard's header at once
+    (at most ``max_workers`` requests in flight), and checked against the index. A remote
+    shard's first read asks for no more than its header is likely to take, as estimated from the
+    names the index gives it (at most ``first_read``): a shard's header is usually one request,
+    and never one that brings 128 KiB of tensor data with a small header.
 
     Args:
         max_index_size: The largest index file read, in bytes (default 10^8: an index takes
@@ -213,13 +209,13 @@ def read_checkpoint(
             contents would reach the error messages). Links within the directory are always
             followed, and so are those of a Hugging Face cache snapshot
             (``.../snapshots/<revision>/``) to its repository's ``blobs/``.
-        max_workers: Shards read at once (default 16: the headers of a checkpoint of up to
-            16 shards in one round trip).
-        timeout: For URLs and object stores: seconds the whole call may take, the index and
-            every shard together.
         progress: Called as ``progress(shards read, shards in all)`` after each shard's
             header (from the reading threads, one call at a time: keep it quick), for a
             progress display of the caller's; not called for a single file.
+        **transport: How a URL or an object store is reached (`Transport`): ``timeout``
+            (10 s by default) bounds the whole call, the index and every shard together;
+            ``max_workers`` shards are read at once (16 by default: the headers of a
+            checkpoint of up to 16 shards in one round trip).
 
     Local shards (and the file picked from a directory) are opened only if they are regular
     files: a FIFO, a device or a directory named as a shard is refused, never waited on.
@@ -241,7 +237,7 @@ def read_checkpoint(
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
             for HTTP, network and object-store failures.
     """
-    options = Options.of(locals())
+    options = Options.given("read_checkpoint", transport)
     clock = options.clock()  # one deadline for the index and every shard
     options = options.replace(timeout=None)
     kind = kind_of(source)
@@ -321,7 +317,7 @@ def read_checkpoint(
     )
     if progress is not None:
         read_one = _counted(read_one, len(shard_files), progress)
-    headers_read = map_parallel(read_one, shard_files, max_workers)
+    headers_read = map_parallel(read_one, shard_files, options.max_workers)
     files = dict(zip(shard_names, headers_read, strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:

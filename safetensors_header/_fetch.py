@@ -18,7 +18,7 @@ import os
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
 from ._local import PathFile, header_at
-from ._options import FIRST_READ, PART_SIZE, RETRIES, TIMEOUT, WORKERS, Clock, Options
+from ._options import TIMEOUT, Clock, Options
 from ._rangefile import allocate, changed, header_of
 from ._record import publish
 from ._sources import kind_of, open_source
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any, Protocol
 
+    from typing_extensions import Unpack
+
     class Checkpoint(Protocol):
         # What read_tensor needs of a `Checkpoint`: a shard for each tensor.
         weight_map: Mapping[str, str]
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from ._header import Header, TensorInfo
     from ._rangefile import RangeFile, Read
     from ._sources import Source
+    from ._transport import Transport
 
 
 class SafetensorsFile:
@@ -146,27 +149,17 @@ def open_file(
     /,
     *,
     max_header_size: int = MAX_HEADER_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = TIMEOUT,
-    first_read: int = FIRST_READ,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
-    max_workers: int = WORKERS,
-    part_size: int = PART_SIZE,
+    **transport: Unpack[Transport],
 ) -> SafetensorsFile:
     """Open a safetensors file: read and validate its header, and keep the file for reads.
 
     Args:
         source: What `read_header` reads: a path, a URL, an object store, a file object or
             a bytes-like object.
-        max_header_size, headers, first_read, retries, storage_options: As for
-            `read_header`; kept for the file's later reads.
-        timeout: Seconds the header read may take (as for `read_header`); the later reads
-            take their own ``timeout`` (no bound on the whole read by default).
-        max_workers: For URLs: requests in flight at once in a later read (and local
-            reads spread over at most this many cores).
-        part_size: For URLs and fsspec: a read longer than this is cut into parts, fetched
-            in parallel.
+        max_header_size: As for `read_header`.
+        **transport: How a URL or an object store is reached (`Transport`), kept for the
+            file's later reads; ``timeout`` (10 s by default) bounds the header read, and
+            the later reads take their own (none by default).
 
     Returns:
         A `SafetensorsFile`: ``.header``, ``.read_ranges(...)``, ``.read_tensor(...)``.
@@ -176,7 +169,7 @@ def open_file(
         RemoteError: As `read_header`.
         OSError: As `read_header`.
     """
-    options = Options.of(locals())
+    options = Options.given("open_file", transport)
     file = open_source(source, options.replace(timeout=None))
     header = header_of(file, max_header_size, options.clock())
     if hasattr(file, "close"):
@@ -245,12 +238,7 @@ def read_ranges(
     *,
     gap: int | None = None,
     into: Sequence[Any] | None = None,
-    max_workers: int = WORKERS,
-    part_size: int = PART_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
+    **transport: Unpack[Transport],
 ) -> list[memoryview]:
     """The bytes of each ``(offset, length)`` range of a file, in the order given.
 
@@ -279,16 +267,12 @@ def read_ranges(
         into: One writable buffer per range (a ``bytearray``, a numpy array, a ``mmap``...),
             of exactly its length: each range is read straight into its own buffer (still
             in as few requests as `gap` allows), and views of them are returned.
-        max_workers: For URLs: requests in flight at once (the first is sent alone when
-            the file is not open yet: it follows redirects and learns the file's size and
-            ETag); for local files, the most cores a long read is spread over.
-        part_size: For URLs and fsspec: a read longer than this is cut into parts of this
-            size, fetched in parallel (default 16 MiB, `PART_SIZE`).
-        headers, retries: For http(s) URLs, as for `read_header`.
-        timeout: For URLs: seconds the whole call may take (connects, replies, retries and
-            bodies); ``None`` (the default) bounds only each wait, at 10 s, so that a large
-            download is not cut short.
-        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
+        **transport: How a URL or an object store is reached (`Transport`): ``timeout``
+            bounds the whole call (none by default, so that a large download is not cut
+            short: each wait still ends after 10 s); of ``max_workers`` requests in flight
+            at once, the first is sent alone when the file is not open yet (it follows
+            redirects and learns the file's size and ETag); a local file's long read is
+            spread over at most ``max_workers`` cores.
 
     Returns:
         One ``memoryview`` (format ``"B"``, one dimension) per range, of exactly its length.
@@ -307,9 +291,9 @@ def read_ranges(
         ValueError: A negative offset or length; a buffer of `into` of the wrong length; a
             file object or a path that cannot seek (a pipe); an option out of range.
     """
+    options = Options.given("read_ranges", transport, timeout=None, gap=gap)
     if isinstance(source, SafetensorsFile):
-        return source.read_ranges(ranges, gap=gap, into=into, timeout=timeout)
-    options = Options.of(locals())
+        return source.read_ranges(ranges, gap=gap, into=into, timeout=options.timeout)
     wanted = [_checked(item) for item in ranges]
     buffers = None if into is None else _buffers(into, wanted)
     if not any(length for _, length in wanted):
@@ -328,12 +312,7 @@ def read_tensor(
     *,
     into: Any = None,
     gap: int | None = None,
-    max_workers: int = WORKERS,
-    part_size: int = PART_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
+    **transport: Unpack[Transport],
 ) -> memoryview:
     """The bytes of one tensor, or of ``tensor[key]``, read from `source`.
 
@@ -348,8 +327,7 @@ def read_tensor(
             e.g. ``numpy.s_[:, 128:256]``): only the bytes of ``tensor[key]`` are read, in
             as few requests as `gap` allows (see `TensorInfo.byte_ranges`).
         into: A writable buffer of exactly the selection's bytes, to read into.
-        gap, max_workers, part_size, headers, timeout, retries, storage_options: As for
-            `read_ranges`.
+        gap, **transport: As for `read_ranges`.
 
     Returns:
         The bytes, little-endian, in C order, as one ``memoryview``.
@@ -360,7 +338,7 @@ def read_tensor(
         IndexError: A key, as `TensorInfo.byte_ranges` raises it (also `TypeError` and
             `ValueError`).
     """
-    options = Options.of(locals())
+    options = Options.given("read_tensor", transport, timeout=None, gap=gap)
     shards = getattr(source, "shards", None)
     if shards is not None:  # a Checkpoint
         name = tensor if isinstance(tensor, str) else tensor.name

@@ -1,8 +1,9 @@
 """How a source is reached: every transport option and its default, in one record.
 
-Layer: sources. The public functions take these options as keywords (``headers=``,
-``timeout=``, ...) and build one `Options` from them, which every backend reads; a default
-lives here and nowhere else. `Clock` is the deadline of one public call, shared by every
+Layer: sources. The public functions take these options as ``**transport`` keywords
+(``headers=``, ``timeout=``, ...: `_transport.Transport` types them) and build one `Options`
+from them (`Options.given`), which every backend reads; a default lives here and nowhere
+else. `Clock` is the deadline of one public call, shared by every
 request the call makes (a checkpoint's shards too).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 
 __all__ = ["FIRST_READ", "LOCAL_GAP", "PART_SIZE", "REMOTE_GAP", "RETRIES", "TIMEOUT"]
-__all__ += ["WORKERS", "Clock", "Options"]
+__all__ += ["TRANSPORT", "WORKERS", "Clock", "Options"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -40,26 +41,20 @@ PART_SIZE: Final = 16 << 20
 REMOTE_GAP: Final = 1 << 20
 #: Ranges of a local file or a file object closer than this are one read: a page.
 LOCAL_GAP: Final = 4096
+#: The keywords of `Transport`: what every reading function takes as ``**transport``.
+TRANSPORT: Final = frozenset(
+    ("headers", "timeout", "retries", "first_read", "storage_options", "max_workers", "part_size")
+)
 
 
 class Options:
-    """The transport options of one call (or of a file opened once), checked.
-
-    Attributes:
-        headers: Extra HTTP request headers (``Authorization`` goes only to the URL's own
-            origin); ``None`` for none.
-        timeout: Seconds the whole call may take; ``None`` for no bound on the call (each
-            wait still ends after `TIMEOUT`). ``float("inf")`` is ``None``.
-        retries: Retries of a request after a transient failure.
-        first_read: Bytes asked for by the first request of a URL or an object.
-        storage_options: Keywords for ``fsspec.core.url_to_fs``.
-        max_workers: Requests (or local reads) in flight at once.
-        part_size: The longest single request; a longer read is cut into parts.
-        gap: Ranges closer than this are one request; ``None``: the source's default
-            (`REMOTE_GAP` or `LOCAL_GAP`).
+    """The transport options of one call (or of a file opened once), checked, with their
+    defaults: the keywords of `_transport.Transport` (whose docstring says what each does),
+    and `gap`, ranges closer than which are one request (``None``: the source's default,
+    `REMOTE_GAP` or `LOCAL_GAP`). ``timeout=float("inf")`` is kept as ``None``.
     """
 
-    __slots__ = (  # noqa: RUF023 - the order of the docstring
+    __slots__ = (  # noqa: RUF023 - the order of Transport
         "headers",
         "timeout",
         "retries",
@@ -69,15 +64,6 @@ class Options:
         "part_size",
         "gap",
     )
-
-    headers: Mapping[str, str] | None
-    timeout: float | None
-    retries: int
-    first_read: int
-    storage_options: Mapping[str, Any] | None
-    max_workers: int
-    part_size: int
-    gap: int | None
 
     def __init__(
         self,
@@ -104,15 +90,19 @@ class Options:
         _at_least("part_size", part_size, 1)
         if gap is not None:
             _at_least("gap", gap, 0)
-        values = (headers, timeout, retries, first_read, storage_options, max_workers)
-        for name, value in zip(self.__slots__, (*values, part_size, gap), strict=True):
-            setattr(self, name, value)
+        self.headers, self.timeout, self.retries = headers, timeout, retries
+        self.first_read, self.storage_options = first_read, storage_options
+        self.max_workers, self.part_size, self.gap = max_workers, part_size, gap
 
     @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> Options:
-        """The options among a public function's arguments, by name: ``Options.of(locals())``
-        as the function's first statement (before any other local is bound)."""
-        return cls(**{name: arguments[name] for name in cls.__slots__ if name in arguments})
+    def given(cls, function: str, transport: Mapping[str, Any], /, **defaults: Any) -> Options:
+        """The options a public function was given as its ``**transport`` keywords (the
+        names of `Transport`), over the function's own `defaults` (``timeout=None`` where it
+        reads tensors, its ``gap``)."""
+        for name in transport:
+            if name not in TRANSPORT:
+                raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+        return cls(**{**defaults, **transport})
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some options changed (and checked)."""

@@ -17,16 +17,18 @@ from __future__ import annotations
 import os
 
 from ._format import MAX_HEADER_SIZE
-from ._options import FIRST_READ, RETRIES, TIMEOUT, Options
+from ._options import FIRST_READ, RETRIES, Options
 from ._parser import parse_header
 from ._rangefile import RangeFile, header_of, is_url, url_scheme, url_sibling
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import IO, Any, Protocol, TypeAlias
 
+    from typing_extensions import Unpack
+
     from ._header import Header
+    from ._transport import Transport
 
     class _Readable(Protocol):
         # Any buffer of bytes: fsspec returns bytes, obstore its own Bytes type.
@@ -67,11 +69,7 @@ def read_header(
     /,
     *,
     max_header_size: int = MAX_HEADER_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = TIMEOUT,
-    first_read: int = FIRST_READ,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
+    **transport: Unpack[Transport],
 ) -> Header:
     """Read and validate the header of a safetensors file.
 
@@ -104,23 +102,10 @@ def read_header(
             * a file opened already with `open_file`: its header.
         max_header_size: The largest header length N accepted; see `parse_header`. Over
             HTTP it is checked on the first bytes, before more are asked for.
-        headers: For URLs: extra request headers, e.g. ``{"Authorization": "Bearer ..."}``.
-            ``Authorization`` and ``Cookie`` go only to the URL's own scheme, host and port,
-            never on to a host it redirects to; ``Range`` and ``If-Range`` are set here.
-        timeout: For URLs and object stores: seconds the whole call may take: connects,
-            every read of a reply (a server that trickles bytes, or answers
-            ``100 Continue`` without end, is cut off), the waits between retries. ``None``
-            or ``float("inf")``: no bound on the whole call, each wait still at most 10 s.
-        first_read: For URLs and object stores: bytes asked for by the first request (at
-            least 8). The default, 128 KiB, holds the whole header of 97 % of popular models
-            in one round trip.
-        retries: For URLs: how many times to retry a request after a connection error, a
-            timeout, a body cut short or a 5xx status, waiting 0.25 s, 0.5 s, ... (with
-            jitter). 4xx statuses are never retried.
-        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs`` (credentials,
-            an ``endpoint_url``, ...).
+        **transport: How a URL or an object store is reached (`Transport`): ``headers``,
+            ``timeout`` (10 s by default), ``retries``, ``first_read``, ``storage_options``.
 
-    The URL options are ignored for local sources, so that one call can serve both. The
+    The transport options are ignored for local sources, so that one call can serve both. The
     header is read, not the data buffer: a local file's first read is of up to 16 KiB (then
     exactly the rest of a longer header), a stream's exactly ``8 + N`` bytes, a URL's
     `first_read` bytes (then exactly the rest). The file size (from the file system, by
@@ -138,8 +123,11 @@ def read_header(
         ImportError: An fsspec URL, without fsspec (or the scheme's package) installed.
         OSError: The file could not be opened or read.
         TypeError: ``source`` is none of the above.
-        ValueError: A URL option is out of range, or the URL is malformed.
+        TypeError: A keyword that is not an option.
+        ValueError: A transport option is out of range, or the URL is malformed.
     """
+    if transport:  # checked for every source, used by the remote ones
+        options = Options.given("read_header", transport)
     if type(source) is str and "://" not in source:  # a local path: the common case first
         return _read_path(source, max_header_size)
     kind = kind_of(source)
@@ -150,14 +138,9 @@ def read_header(
             return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
     if kind == "file" and hasattr(source, "header"):
         return source.header  # type: ignore[union-attr]
-    local = kind == "stream"
-    options = Options(
-        headers=headers,
-        timeout=None if local else timeout,
-        first_read=first_read if not local else FIRST_READ,
-        retries=retries if not local else RETRIES,
-        storage_options=storage_options,
-    )
+    options = Options.given("read_header", transport)
+    if kind == "stream":  # read as it comes: exactly the header, no clock
+        options = options.replace(timeout=None, first_read=FIRST_READ, retries=RETRIES)
     file = open_source(source, options)
     return header_of(file, max_header_size, options.clock())
 

@@ -56,7 +56,7 @@ from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
-from ._options import RETRIES, Options
+from ._options import Options
 from ._parser import parse_header
 from ._sources import Source, kind_of
 from ._writer import write_file
@@ -70,8 +70,10 @@ if TYPE_CHECKING:
 
     from _typeshed import StrPath
     from numpy.typing import NDArray
+    from typing_extensions import Unpack
 
     from ._header import Header, TensorInfo
+    from ._transport import Transport
 
     #: A ``buffer_key`` as awkward takes it: a template of ``{form_key}`` and ``{attribute}``,
     #: or a function of the keywords ``form_key``, ``attribute`` and ``form``.
@@ -129,7 +131,9 @@ class AwkwardFileError(ValueError):
         self.buffer = buffer
 
 
-def from_safetensors(
+# storage_options is named as awkward's own from_safetensors names it (in its place): Python
+# binds it there, so it never reaches **transport, whose type also lists it.
+def from_safetensors(  # type: ignore[misc]
     source: Source,
     *,
     storage_options: Mapping[str, Any] | None = None,
@@ -143,14 +147,13 @@ def from_safetensors(
     attrs: Mapping[str, Any] | None = None,
     header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    retries: int = RETRIES,
+    **transport: Unpack[Transport],
 ) -> Any:
     """Read an awkward array from a safetensors file, as ``ak.from_safetensors`` does.
 
     The keywords are ``ak.from_safetensors``' with its defaults, but for `buffer_key` and
-    `byteorder`, whose default ``None`` means "the file's own"; the last five are this
+    `byteorder`, whose default ``None`` means "the file's own"; `header`, `max_header_size`
+    and the transport options but ``storage_options`` (which awkward has) are this
     library's.
 
     Args:
@@ -160,7 +163,6 @@ def from_safetensors(
             (``s3://``, ``gs://``, ``memory://``, ...) or a ``(store, path)`` pair (an
             obstore store or an fsspec filesystem). The header is read, then only the
             tensors the form needs.
-        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``.
         virtual: Read nothing but the header now: each buffer becomes a virtual buffer of
             the array, read with one ranged read when awkward first needs it, and kept.
             Otherwise every buffer is read now, in as few requests as `read_ranges` needs
@@ -178,9 +180,10 @@ def from_safetensors(
         header: The file's header, already read (it is not read again); it must be this
             file's.
         max_header_size: The largest header length accepted; see `parse_header`.
-        headers, retries: For http(s) URLs, as for `read_header`.
-        timeout: For http(s) URLs: the seconds each read of buffers may take (the header's
-            read has its own, 10 s unless this is given); ``None``: no bound but on each wait.
+        **transport: How a URL or an object store is reached (`Transport`):
+            ``storage_options`` for fsspec URLs, as awkward takes them; ``timeout`` bounds
+            each read of buffers (none by default; the header's read has its own, 10 s
+            unless this is given).
 
     Returns:
         An ``ak.Array``, or with ``highlevel=False`` its layout.
@@ -202,7 +205,9 @@ def from_safetensors(
     """
     if byteorder not in (None, "<", ">"):
         raise ValueError(f"byteorder must be '<', '>' or None, not {byteorder!r}")
-    options = Options.of(locals())
+    options = Options.given(
+        "from_safetensors", transport, timeout=None, storage_options=storage_options
+    )
     file = opened(source, options, header=header, max_header_size=max_header_size)
     header = file.header
     stream = header.file_size is None  # read_header could not seek: a pipe, a socket...
@@ -221,7 +226,7 @@ def from_safetensors(
     if virtual:
         # Each buffer read when awkward first needs it, and its indexes checked then
         # against what the header says its contents can hold.
-        cache = _Cache(file, plan, timeout)
+        cache = _Cache(file, plan, options.timeout)
         guards = _guards(form, plan)
         container: Mapping[str, Any] = {
             key: _reader(key, cache, guards.get(key)) for key in plan.entries
@@ -229,7 +234,7 @@ def from_safetensors(
     else:
         infos = [info for info, _ in plan.entries.values()]
         # (A stream is read in order, from where its header ended.)
-        pieces = list(file.read_tensors(infos, timeout=timeout).values())
+        pieces = list(file.read_tensors(infos, timeout=options.timeout).values())
         plan.data = {
             key: np.frombuffer(piece, dtype=dtype.newbyteorder(order))
             for (key, (_, dtype)), piece in zip(plan.entries.items(), pieces, strict=True)

@@ -26,7 +26,7 @@ from ._encode import dtype_name
 from ._fetch import SafetensorsFile, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._options import RETRIES, WORKERS, Options
+from ._options import Options
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
 from ._sources import Source, kind_of
 from ._writer import file_bytes, write_file
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from numpy.typing import NDArray
+    from typing_extensions import Unpack
+
+    from ._transport import Transport
 
 
 def safetensors_dtype(array_or_dtype: Any, /) -> str:
@@ -132,11 +135,7 @@ def load(
     header: Header | None = None,
     mmap: bool | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
-    max_workers: int = WORKERS,
+    **transport: Unpack[Transport],
 ) -> dict[str, NDArray[Any]]:
     """Load tensors of a safetensors file as numpy arrays.
 
@@ -167,12 +166,10 @@ def load(
             of this very file: the file's size is checked against it.
         mmap: For a local path: map the file (the default) or read it (``False``).
         max_header_size: The largest header length accepted; see `parse_header`.
-        headers, retries: For http(s) URLs, as for `read_header`.
-        timeout: For URLs: seconds the whole read of the tensors may take (the header's
-            read has its own, 10 s unless this is given); ``None``: no bound.
-        storage_options: For fsspec URLs, as for `read_header`.
-        max_workers: For URLs: requests in flight at once; for a local file read into
-            memory, the most cores the read is spread over.
+        **transport: How a URL or an object store is reached (`Transport`): ``timeout``
+            bounds the whole read of the tensors (none by default; the header's read has
+            its own, 10 s unless this is given); a local file read into memory is spread
+            over at most ``max_workers`` cores.
 
     Returns:
         Tensor name -> array, in the file's order (or the order of `names`).
@@ -185,13 +182,13 @@ def load(
             without ml_dtypes: see `numpy_dtype`.
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
-    options = Options.of(locals())
+    options = Options.given("load", transport, timeout=None)
     if mmap is not False and kind_of(source) == "path":
         return _mapped(source, names, header, max_header_size)  # type: ignore[arg-type]
     file = opened(source, options, header=header, max_header_size=max_header_size)
     chosen = _choose(file.header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
-    pieces = file.read_tensors(chosen, timeout=timeout)
+    pieces = file.read_tensors(chosen, timeout=options.timeout)
     return {
         info.name: np.frombuffer(pieces[info.name], dtype=dtype).reshape(info.shape)
         for info, dtype in zip(chosen, dtypes, strict=True)
@@ -226,11 +223,7 @@ def open_tensors(
     header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
     gap: int | None = None,
-    headers: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    retries: int = RETRIES,
-    storage_options: Mapping[str, Any] | None = None,
-    max_workers: int = WORKERS,
+    **transport: Unpack[Transport],
 ) -> Tensors:
     """The tensors of a file, each read only when (and as far as) it is indexed.
 
@@ -245,9 +238,9 @@ def open_tensors(
     now); `source` is any source `read_ranges` takes, and `gap` is its option (runs of a
     selection less than `gap` bytes apart are one request).
     """
-    options = Options.of(locals())
+    options = Options.given("open_tensors", transport, timeout=None, gap=gap)
     file = opened(source, options, header=header, max_header_size=max_header_size)
-    return Tensors(file, timeout)
+    return Tensors(file, options.timeout)
 
 
 class Tensors(Mapping[str, "LazyTensor"]):

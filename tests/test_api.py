@@ -44,6 +44,7 @@ def test_public_names() -> None:
         "Dtype",
         "Source",
         "TensorTable",
+        "Transport",
         "bytes_needed",
         "DTYPE_BITS",
         "FINDING_KINDS",
@@ -411,3 +412,75 @@ def test_help_shows_no_private_path() -> None:
     # (but dataclasses' own _DataclassParams, as for any dataclass).
     private = set(re.findall(r"safetensors_header\._\w+|(?<![\w.])_[A-Za-z]\w*", contents[1]))
     assert private <= {"_DataclassParams"}
+
+
+def _readers() -> dict[str, object]:
+    """Every public function that reaches a source, by the name its errors use."""
+    from safetensors_header import numpy as st_numpy
+
+    found: dict[str, object] = {
+        "read_header": safetensors_header.read_header,
+        "open_file": safetensors_header.open_file,
+        "read_ranges": safetensors_header.read_ranges,
+        "read_tensor": safetensors_header.read_tensor,
+        "read_checkpoint": safetensors_header.read_checkpoint,
+        "load": st_numpy.load,
+        "open_tensors": st_numpy.open_tensors,
+    }
+    try:
+        from safetensors_header import awkward as st_awkward
+    except ImportError:
+        pass
+    else:
+        found["from_safetensors"] = st_awkward.from_safetensors
+    return found
+
+
+def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path) -> None:
+    import inspect
+    import typing
+
+    from safetensors_header._options import TRANSPORT
+
+    pytest.importorskip("numpy")
+    # The TypedDict, the set the functions check against and the record are one list.
+    assert set(typing.get_type_hints(safetensors_header.Transport)) == set(TRANSPORT)
+    assert set(safetensors_header.Transport.__optional_keys__) == set(TRANSPORT)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(build({"w": tensor("U8", [4], 0, 4)}, data=bytes(4)))
+    calls = {
+        "read_header": lambda f, **kw: f(path, **kw),
+        "open_file": lambda f, **kw: f(path, **kw),
+        "read_ranges": lambda f, **kw: f(path, [(8, 1)], **kw),
+        "read_tensor": lambda f, **kw: f(path, "w", **kw),
+        "read_checkpoint": lambda f, **kw: f(path, **kw),
+        "load": lambda f, **kw: f(path, **kw),
+        "open_tensors": lambda f, **kw: f(path, **kw),
+        "from_safetensors": None,  # an awkward file is needed: its names are checked below
+    }
+    for name, function in _readers().items():
+        parameters = inspect.signature(function).parameters  # type: ignore[arg-type]
+        assert parameters["transport"].kind is inspect.Parameter.VAR_KEYWORD, name
+        # No option spelled out beside them (but awkward's own storage_options, in its place).
+        spelled = {"storage_options"} if name == "from_safetensors" else set()
+        assert set(parameters) & TRANSPORT == spelled, name
+        call = calls[name]
+        if call is None:
+            continue
+        # Every option accepted, on a local file too (where it is not used)...
+        every = {
+            "headers": {"X-Test": "1"},
+            "timeout": 5.0,
+            "retries": 0,
+            "first_read": 64,
+            "storage_options": {},
+            "max_workers": 2,
+            "part_size": 1 << 20,
+        }
+        assert set(every) == set(TRANSPORT)
+        call(function, **every)
+        # ... and a misspelt one refused, in Python's own words, before anything is read.
+        with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument"):
+            call(function, time_out=5.0)
+        with pytest.raises(ValueError, match="retries must be at least 0"):
+            call(function, retries=-1)

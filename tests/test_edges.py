@@ -33,7 +33,13 @@ def test_options_check_their_values_and_hide_headers() -> None:
     again = pickle.loads(pickle.dumps(options))
     assert repr(again) == repr(options)
     assert dict(again.headers or {}) == {"Authorization": "Bearer secret"}
-    assert Options.of({"timeout": 3.0, "unrelated": 1}).timeout == 3.0
+    given = Options.given("f", {"timeout": 3.0}, timeout=None, gap=7)
+    assert (given.timeout, given.gap) == (3.0, 7)
+    assert Options.given("f", {}, timeout=None).timeout is None
+    with pytest.raises(TypeError, match=r"^f\(\) got an unexpected keyword argument 'time_out'$"):
+        Options.given("f", {"time_out": 3.0})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'gap'"):
+        Options.given("f", {"gap": 3})  # an option of the read plan, not of the transport
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,17 @@ MEMBERS = [
         "_encode",
         "_record",
     ],
-    ["_options", "_rangefile", "_local", "_replace", "_http", "_hub", "_stores", "_sources"],
+    [
+        "_options",
+        "_transport",
+        "_rangefile",
+        "_local",
+        "_replace",
+        "_http",
+        "_hub",
+        "_stores",
+        "_sources",
+    ],
     ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer"],
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
 ]

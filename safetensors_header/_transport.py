@@ -1,0 +1,61 @@
+"""`Transport`: the keywords that say how a source is reached, typed once for every function.
+
+Layer: sources. Every reading function takes these as ``**transport`` keywords (``headers=``,
+``timeout=``, ...), checked and given their defaults by `_options.Options`, the one place that
+holds them. This module is imported for the type only (it imports `typing`, which reading a
+header does not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from ._record import publish
+
+__all__ = ["Transport"]
+
+
+class Transport(TypedDict, total=False):
+    """How a remote source is reached: the keyword arguments every reading function takes.
+
+    ``read_header(url, headers=..., timeout=5)``, ``read_checkpoint(url, retries=4)``,
+    ``numpy.load(url, max_workers=32)``, ... Each is optional; local sources (paths, file
+    objects, bytes) ignore them, so that one call can serve both. A name not listed here is
+    a ``TypeError``.
+
+    Attributes:
+        headers: For URLs: extra request headers, e.g. ``{"Authorization": "Bearer ..."}``.
+            ``Authorization`` and ``Cookie`` go only to the URL's own scheme, host and port,
+            never on to a host it redirects to; ``Range`` and ``If-Range`` are set by the
+            library. Default: none.
+        timeout: For URLs and object stores: seconds the whole call may take: connects,
+            every read of a reply (a server that trickles bytes, or answers ``100 Continue``
+            without end, is cut off), the waits between retries, a checkpoint's index and
+            every shard. ``None`` or ``float("inf")``: no bound on the whole call, each wait
+            still at most 10 s. Default: 10 s for a header or a checkpoint's headers, none
+            for reading tensors (a large download takes what it takes).
+        retries: For URLs and object stores: how many times to retry a request after a
+            connection error, a timeout, a body cut short or a 5xx status, waiting 0.25 s,
+            0.5 s, ... (with jitter). 4xx statuses are never retried. Default: 2.
+        first_read: For URLs and object stores: bytes asked for by the first request of a
+            file (at least 8). Default: 128 KiB, which holds the whole header of 97 % of
+            popular models in one round trip.
+        storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``
+            (credentials, an ``endpoint_url``, ...). Default: none.
+        max_workers: Requests in flight at once (the parts of a long read, a checkpoint's
+            shards); for local files, reads at once. Default: 16.
+        part_size: The longest single request; a longer read is cut into parts of this
+            size, fetched in parallel. Default: 16 MiB.
+    """
+
+    headers: Mapping[str, str] | None
+    timeout: float | None
+    retries: int
+    first_read: int
+    storage_options: Mapping[str, Any] | None
+    max_workers: int
+    part_size: int
+
+
+publish(Transport)
