@@ -173,6 +173,9 @@ class RangeFile:
     def _read_spans(
         self, ranges: Sequence[tuple[int, int]], gap: int, clock: Clock
     ) -> list[memoryview]:
+        """`read_ranges` without `into`: ranges closer than `gap` read as one span into a
+        fresh buffer, each range a view of it. A backend whose bytes are in memory already
+        (a bytes-like source, a store's buffers) returns views of them instead."""
         spans = joined(
             sorted((offset, offset + length) for offset, length in ranges if length), gap
         )

@@ -239,22 +239,12 @@ class StoreFile(_Store):
         for (_, view), data in zip(segments, found, strict=True):
             view[:] = data
 
-    def read_ranges(
-        self,
-        ranges: Sequence[tuple[int, int]],
-        clock: Clock,
-        *,
-        gap: int | None = None,
-        into: Sequence[memoryview] | None = None,
+    def _read_spans(
+        self, ranges: Sequence[tuple[int, int]], gap: int, clock: Clock
     ) -> list[memoryview]:
         # obstore joins ranges closer than 1 MiB itself, and slices its buffers without a
         # copy: the ranges go to it as they are, and its buffers come back as they are.
-        found = self._ranges(ranges)
-        if into is None:
-            return found
-        for view, data in zip(into, found, strict=True):
-            view[:] = data
-        return list(into)
+        return self._ranges(ranges)
 
     def _ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         if not self.pinned:

@@ -25,6 +25,7 @@ _SOURCE_HELP: Final = (
     "of either, a model on the Hugging Face Hub (hf://ORG/MODEL[@REVISION][/FILE], or "
     "ORG/MODEL when no such local path exists), or - for standard input"
 )
+_WIDE_HELP: Final = "names whole on a terminal too, however wide"
 
 
 _EXIT_STATUS: Final = """\
@@ -207,24 +208,13 @@ def argument_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--filter", metavar="GLOB", help="only tensors whose name matches, e.g. '*.bias'"
     )
-    inspect.add_argument(
-        "--tree",
-        action="store_true",
-        help="the tensors by module, repeated blocks (layers.{0..31}) shown once",
-    )
-    inspect.add_argument(
-        "--wide", action="store_true", help="names whole on a terminal too, however wide"
-    )
-    inspect.add_argument(
-        "--offsets",
-        action="store_true",
-        help="each tensor's byte range in its file on a terminal too (always when piped)",
-    )
-    inspect.add_argument(
-        "--exact",
-        action="store_true",
-        help="exact byte and parameter counts on a terminal too (86.6 MiB otherwise)",
-    )
+    for flag, text in (
+        ("--tree", "the tensors by module, repeated blocks (layers.{0..31}) shown once"),
+        ("--wide", _WIDE_HELP),
+        ("--offsets", "each tensor's byte range in its file on a terminal too (always when piped)"),
+        ("--exact", "exact byte and parameter counts on a terminal too (86.6 MiB otherwise)"),
+    ):
+        inspect.add_argument(flag, action="store_true", help=text)
     validate = command(
         "validate",
         "check each source; one line per source",
@@ -265,7 +255,5 @@ def argument_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="A", help=_SOURCE_HELP)
     diff.add_argument("b", metavar="B", help="the same, compared with A")
     diff.add_argument("--json", action="store_true", help="one JSON object")
-    diff.add_argument(
-        "--wide", action="store_true", help="names whole on a terminal too, however wide"
-    )
+    diff.add_argument("--wide", action="store_true", help=_WIDE_HELP)
     return parser
