@@ -137,23 +137,17 @@ def _spec(name: object, value: object, *, arity: int) -> Spec:
     return name, dtype, _checked_shape(name, value[1]), value[2] if arity == 3 else None
 
 
+# fmt: off
 #: numpy's type letter and item size -> the safetensors dtype (numpy not imported: the
 # arrays are looked at through their dtype's attributes).
 NUMPY_KINDS: Final[Mapping[tuple[object, object], str]] = {
     ("b", 1): "BOOL",
-    ("u", 1): "U8",
-    ("i", 1): "I8",
-    ("i", 2): "I16",
-    ("u", 2): "U16",
-    ("f", 2): "F16",
-    ("i", 4): "I32",
-    ("u", 4): "U32",
-    ("f", 4): "F32",
-    ("c", 8): "C64",
-    ("f", 8): "F64",
-    ("i", 8): "I64",
-    ("u", 8): "U64",
+    ("i", 1): "I8",  ("u", 1): "U8",
+    ("i", 2): "I16", ("u", 2): "U16", ("f", 2): "F16",
+    ("i", 4): "I32", ("u", 4): "U32", ("f", 4): "F32",
+    ("i", 8): "I64", ("u", 8): "U64", ("f", 8): "F64", ("c", 8): "C64",
 }
+# fmt: on
 # ml_dtypes' type names -> the safetensors dtype (their bytes are the same).
 _ML_DTYPES: Final[Mapping[object, str]] = {
     "bfloat16": "BF16",

@@ -889,7 +889,9 @@ def _quoted(text: str | None, limit: int = 100) -> str:
 def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
     import http.client
     import urllib.request
+    from http.client import HTTPMessage
     from urllib.parse import urljoin
+    from urllib.request import Request
 
     class SafeRedirects(urllib.request.HTTPRedirectHandler):
         """urllib's redirects (Range kept), but only to http(s), and headers kept in check.
@@ -901,13 +903,13 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
 
         def redirect_request(  # noqa: PLR0917 - urllib's signature
             self,
-            req: urllib.request.Request,
+            req: Request,
             fp: IO[bytes],
             code: int,
             msg: str,
-            headers: http.client.HTTPMessage,
+            headers: HTTPMessage,
             newurl: str,
-        ) -> urllib.request.Request | None:
+        ) -> Request | None:
             new = super().redirect_request(req, fp, code, msg, headers, newurl)
             if new is not None and _origin(new.full_url) != _origin(req.full_url):
                 for name in list(new.headers):
@@ -916,12 +918,7 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
             return new
 
         def http_error_302(
-            self,
-            req: urllib.request.Request,
-            fp: IO[bytes],
-            code: int,
-            msg: str,
-            headers: http.client.HTTPMessage,
+            self, req: Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage
         ) -> IO[bytes] | None:
             location = headers.get("Location") or headers.get("URI")
             if location is not None:

@@ -242,20 +242,23 @@ def from_safetensors(  # type: ignore[misc]
         _walk_form(form, length, plan.check)  # every size, now that offsets and indexes are read
         container = plan.trimmed
     getkey = plan.getkey
+    passed_on = {  # awkward's own keywords, as they came
+        "backend": backend,
+        "allow_noncanonical_form": allow_noncanonical_form,
+        "highlevel": highlevel,
+        "behavior": behavior,
+        "attrs": attrs,
+    }
     try:
         return ak.from_buffers(
             form,
             length,
             container,
             buffer_key=lambda form_key, attribute, form: getkey(form, attribute),
-            backend=backend,
             # The buffers are in the machine's order already: awkward 2.8 ignores byteorder
             # for arrays (it swaps only raw bytes).
             byteorder=_NATIVE,
-            allow_noncanonical_form=allow_noncanonical_form,
-            highlevel=highlevel,
-            behavior=behavior,
-            attrs=attrs,
+            **passed_on,
         )
     except (AwkwardFileError, HeaderError, OSError):
         raise

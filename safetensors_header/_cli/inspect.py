@@ -12,17 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .._header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
-from .output import (
-    Output,
-    Progress,
-    columns,
-    count,
-    cut,
-    human_bytes,
-    human_count,
-    listed,
-    shown_source,
-)
+from .output import Progress, columns, count, cut, human_bytes, human_count, listed, shown_source
 from .reading import Failure, Read, read_source
 
 __all__ = ["SORT_KEYS", "inspect_sources"]
@@ -32,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from .._checkpoint import Checkpoint
+    from .output import Output
 
 
 _SHOWN_VALUE: Final = 200  # characters of a metadata value the text output shows

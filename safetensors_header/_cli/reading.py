@@ -39,18 +39,12 @@ if TYPE_CHECKING:
 class Failure(Exception):
     """Why a source could not be read: the fields of every ``--json`` "error" object."""
 
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        *,
-        hint: str | None = None,
-        tensor: str | None = None,
-        offset: int | None = None,
-    ) -> None:
+    def __init__(self, kind: str, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.kind, self.message, self.hint = kind, message, hint
-        self.tensor, self.offset = tensor, offset
+        # Where in the file, for a HeaderError that says (`failure_of`).
+        self.tensor: str | None = None
+        self.offset: int | None = None
 
     def document(self) -> dict[str, object]:
         """The ``--json`` error object: always these five keys (docs/cli.md lists them)."""
@@ -103,9 +97,9 @@ def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = 
     never a name made up here, so that every kind in the output is one docs/errors.md lists.
     """
     if isinstance(error, HeaderError):
-        return Failure(
-            error.kind, error.message, hint=error.hint, tensor=error.tensor, offset=error.offset
-        )
+        failure = Failure(error.kind, error.message, hint=error.hint)
+        failure.tensor, failure.offset = error.tensor, error.offset
+        return failure
     message = error.strerror or str(error) or type(error).__name__
     if isinstance(error.filename, (str, bytes, os.PathLike)):
         where = os.fsdecode(error.filename)

@@ -28,16 +28,7 @@ from types import MappingProxyType
 from .._errors import HeaderError
 from .._format import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIELDS, U64_MAX
 from .._header import TensorTable, make_header, shown_shape
-from .columns import (
-    CANONICAL_DTYPE,
-    Columns,
-    Entry,
-    Shape,
-    chained,
-    element_counts,
-    sizes_hold,
-    sort_by_offsets,
-)
+from .columns import CANONICAL_DTYPE, Columns, chained, element_counts, sizes_hold, sort_by_offsets
 
 __all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
 __all__ += ["in_fresh_thread", "reject_deep_nesting", "validate_layout"]
@@ -48,6 +39,7 @@ if TYPE_CHECKING:
     from typing import Any, Final, NoReturn, TypeVar
 
     from .._header import Header
+    from .columns import Entry, Shape
 
     _T = TypeVar("_T")
 
