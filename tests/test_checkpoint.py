@@ -238,8 +238,11 @@ def test_an_index_of_500000_tensors(tmp_path: Path) -> None:
     for s in range(shards):
         file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
         chunk = names[s * per : (s + 1) * per]
-        header = {n: tensor("U8", [1], i, i + 1) for i, n in enumerate(chunk)}
-        (tmp_path / file).write_bytes(build(header, per))
+        text = ",".join(  # (as build() would dump it, in a third of the time)
+            f'"{n}":{{"dtype":"U8","shape":[1],"data_offsets":[{i},{i + 1}]}}'
+            for i, n in enumerate(chunk)
+        )
+        (tmp_path / file).write_bytes(build("{" + text + "}", per))
         weight_map.update(dict.fromkeys(chunk, file))
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": count}, "weight_map": weight_map}))
