@@ -350,6 +350,14 @@ class FsspecFile(_Store):
     def first(self, count: int, clock: Clock) -> bytes:
         return self.read(0, count, clock)
 
+    def document(self, limit: int, clock: Clock) -> bytes:
+        # Through a signed URL, read as the HTTP client reads one: as long as it is, never a
+        # buffer of `limit` bytes made ready for it (an index's limit is 10^8).
+        signed = self._signed_call(lambda file: file.document(limit, clock))
+        if not isinstance(signed, _Unsigned):
+            return signed
+        return super().document(limit, clock)
+
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
         signed = self._signed_call(lambda file: file.read(start, stop, clock))
         if not isinstance(signed, _Unsigned):
