@@ -1,7 +1,8 @@
 """Object storage for real: a moto S3 server on loopback, read through s3fs and through obstore.
 
-moto's server (``moto[server]``) runs in this process on 127.0.0.1, behind a WSGI middleware
-that logs every request it answers, so that the tests count the GETs (and HEADs) a read costs.
+moto's S3 server (``moto[s3]``, with flask) runs in this process on 127.0.0.1, behind a WSGI
+middleware that logs every request it answers, so that the tests count the GETs (and HEADs) a
+read costs.
 Skipped only where moto's server, s3fs or obstore is not installed.
 """
 

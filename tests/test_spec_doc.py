@@ -63,7 +63,19 @@ def collected(doc: str) -> set[str]:
     missing = [name for name in files if not (ROOT / name).is_file()]
     assert not missing, f"docs/format.md cites test files that do not exist: {missing}"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        # (-n 0: collected here, not by worker processes that xdist would start for it)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            *files,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
