@@ -7,6 +7,7 @@ if any, belong in conftest.py.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from typing import Any
 
@@ -52,6 +53,13 @@ REFERENCE_WRITER_DTYPES = {
     "I64": "int64",
     "U64": "uint64",
 }
+
+
+def untraced_environment(**changes: str) -> dict[str, str]:
+    """This process's environment for a child that coverage must not trace (a stress test's
+    work, or pytest collecting tests): what coverage's subprocess patch passes on, left out."""
+    env = {name: value for name, value in os.environ.items() if name != "COVERAGE_PROCESS_CONFIG"}
+    return {**env, **changes}
 
 
 def bounded(max_examples: int) -> settings:

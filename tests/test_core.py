@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bounded, build, reference_kind, reference_kinds, tensor
+from helpers import bounded, build, reference_kind, reference_kinds, tensor, untraced_environment
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -471,9 +471,14 @@ def test_reprs_are_short() -> None:
 # --- nothing around a parse can disturb it ---------------------------------------------------
 
 
-def run_python(code: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run `code` in a fresh interpreter with this checkout importable; it must exit 0."""
+def run_python(
+    code: str, *, timeout: float = 60, traced: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter with this checkout importable; it must exit 0.
+    `traced=False`: without coverage's tracer (for stress, which covers nothing new)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if not traced:
+        env = untraced_environment(PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -581,6 +586,7 @@ def test_a_parse_from_a_signal_handler_during_a_parse() -> None:
         assert handled and set(handled) == {10}, handled
         """,
         timeout=60,
+        traced=False,
     )
 
 

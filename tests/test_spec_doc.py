@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers import untraced_environment
 from test_rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,7 @@ def collected(doc: str) -> set[str]:
         capture_output=True,
         text=True,
         check=False,
+        env=untraced_environment(),  # collecting tests, not running the package's code
     )
     assert result.returncode == 0, result.stdout + result.stderr
     ids = {line for line in result.stdout.splitlines() if "::" in line}
