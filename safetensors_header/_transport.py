@@ -21,8 +21,8 @@ class Transport(TypedDict, total=False):
 
     ``read_header(url, headers=..., timeout=5)``, ``read_checkpoint(url, retries=4)``,
     ``numpy.load(url, max_workers=32)``, ... Each is optional; local sources (paths, file
-    objects, bytes) ignore them, so that one call can serve both. A name not listed here is
-    a ``TypeError``.
+    objects, bytes) ignore them, but for ``max_workers``, so that one call can serve both. A
+    name not listed here is a ``TypeError``.
 
     Attributes:
         headers: For URLs: extra request headers, e.g. ``{"Authorization": "Bearer ..."}``.
