@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import untraced_environment
 
 ROOT = Path(__file__).resolve().parent.parent
+# The examples run as a user runs them, untraced by coverage: they teach, the tests cover.
+UNTRACED = untraced_environment()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLES = [
     (page.stem, block)
@@ -60,7 +63,9 @@ def test_example_runs(block: str, workdir: Path) -> None:
     if '"model.safetensors"' in block and not (workdir / "model.safetensors").exists():
         # Some pages' examples read the file the writing page's example makes.
         writing = next(b for _, b in EXAMPLES if "write_file(" in b and '"model.safetensors"' in b)
-        subprocess.run([sys.executable, "-c", writing], cwd=workdir, check=True, timeout=60)
+        subprocess.run(
+            [sys.executable, "-c", writing], cwd=workdir, check=True, timeout=60, env=UNTRACED
+        )
     result = subprocess.run(
         [sys.executable, "-c", block],
         cwd=workdir,
@@ -68,6 +73,7 @@ def test_example_runs(block: str, workdir: Path) -> None:
         text=True,
         timeout=120,
         check=False,
+        env=UNTRACED,
     )
     assert result.returncode == 0, result.stderr
 
