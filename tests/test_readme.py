@@ -14,8 +14,6 @@ import pytest
 from helpers import untraced_environment
 
 ROOT = Path(__file__).resolve().parent.parent
-# The examples run as a user runs them, untraced by coverage: they teach, the tests cover.
-UNTRACED = untraced_environment()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLES = [
     (page.stem, block)
@@ -60,11 +58,13 @@ def test_example_runs(block: str, workdir: Path) -> None:
         imported = re.search(rf"^\s*(from|import) {module}\b", block, re.MULTILINE)
         if imported and importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
+    # The examples run as a user runs them, untraced by coverage: they teach, the tests cover.
+    untraced = untraced_environment()
     if '"model.safetensors"' in block and not (workdir / "model.safetensors").exists():
         # Some pages' examples read the file the writing page's example makes.
         writing = next(b for _, b in EXAMPLES if "write_file(" in b and '"model.safetensors"' in b)
         subprocess.run(
-            [sys.executable, "-c", writing], cwd=workdir, check=True, timeout=60, env=UNTRACED
+            [sys.executable, "-c", writing], cwd=workdir, check=True, timeout=60, env=untraced
         )
     result = subprocess.run(
         [sys.executable, "-c", block],
@@ -73,7 +73,7 @@ def test_example_runs(block: str, workdir: Path) -> None:
         text=True,
         timeout=120,
         check=False,
-        env=UNTRACED,
+        env=untraced,
     )
     assert result.returncode == 0, result.stderr
 
