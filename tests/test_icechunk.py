@@ -109,12 +109,15 @@ _READER = textwrap.dedent(
 )
 
 
-def _read_in_a_new_process(repos: list[tuple[str, str]]) -> dict[str, Any]:
+def _python(code: str, *args: str, cwd: Path | None = None) -> str:
+    """`code` run by a new interpreter (icechunk's log quiet, this checkout importable), which
+    must exit 0; its standard output."""
     package_root = str(Path(safetensors_header.__file__).resolve().parents[1])
     env = dict(os.environ, ICECHUNK_LOG="error")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-c", _READER, json.dumps(repos)],
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         env=env,
@@ -122,7 +125,12 @@ def _read_in_a_new_process(repos: list[tuple[str, str]]) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def _read_in_a_new_process(repos: list[tuple[str, str]]) -> dict[str, Any]:
+    output = _python(_READER, json.dumps(repos))
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
 
 
@@ -283,20 +291,7 @@ def test_the_docs_example_runs(tmp_path: Path) -> None:
     (tmp_path / "tests" / "data").mkdir(parents=True)
     data = Path(__file__).resolve().parent / "data" / "tiny.safetensors"
     (tmp_path / "tests" / "data" / "tiny.safetensors").write_bytes(data.read_bytes())
-    package_root = str(Path(safetensors_header.__file__).resolve().parents[1])
-    env = dict(os.environ, ICECHUNK_LOG="error")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-c", block],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("float16 (8, 4)")
+    assert _python(block, cwd=tmp_path).strip().endswith("float16 (8, 4)")
 
 
 def test_a_process_that_opened_a_repository_pauses_once_at_exit(tmp_path: Path) -> None:
@@ -315,14 +310,4 @@ def test_a_process_that_opened_a_repository_pauses_once_at_exit(tmp_path: Path) 
         print(atexit._ncallbacks() - before)
         """
     )
-    env = dict(os.environ, ICECHUNK_LOG="error")
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "1"
+    assert _python(code).strip() == "1"
