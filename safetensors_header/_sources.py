@@ -126,8 +126,8 @@ def read_header(
         TypeError: A keyword that is not an option.
         ValueError: A transport option is out of range, or the URL is malformed.
     """
-    if transport:  # checked for every source, used by the remote ones
-        options = Options.given("read_header", transport)
+    # Checked for every source (a local one ignores them), built once, used by the remote ones.
+    options = Options.given("read_header", transport) if transport else None
     if type(source) is str and "://" not in source:  # a local path: the common case first
         return _read_path(source, max_header_size)
     kind = kind_of(source)
@@ -138,7 +138,8 @@ def read_header(
             return parse_header(view, file_size=view.nbytes, max_header_size=max_header_size)
     if kind == "file" and hasattr(source, "header"):
         return source.header  # type: ignore[union-attr]
-    options = Options.given("read_header", transport)
+    if options is None:
+        options = Options()
     if kind == "stream":  # read as it comes: exactly the header, no clock
         options = options.replace(timeout=None, first_read=FIRST_READ, retries=RETRIES)
     file = open_source(source, options)
