@@ -18,8 +18,9 @@ replaced in between (a new commit on a ``resolve/main`` URL, a re-uploaded objec
 `RemoteError`, never a mix of two files. A total the server did not give at first
 (``Content-Range: bytes a-b/*``) may be learned later; that is not a change.
 
-Ranged reads (`HttpFile.read_into`) cut long reads into parts of ``part_size`` bytes and
-send them on up to ``max_workers`` threads, each reading its body with ``readinto`` straight
+Ranged reads cut long reads into parts (`HttpFile.requests`: of ``part_size`` bytes, or one
+per thread up to four times that when there are more) and send them (`HttpFile.read_into`)
+on up to ``max_workers`` threads, each reading its body with ``readinto`` straight
 into the memory the bytes are returned in. A server that ignores Range (``200`` and the
 whole body) is read once, from byte 0 as far as the last range ends, into the same memory;
 for a header, only as far as the header needs, then the connection is closed. A ``416`` for
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import random
 import re
 import socket
@@ -49,13 +49,22 @@ from urllib.parse import urlsplit
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP, Clock
-from ._rangefile import RangeFile, Restart, ShortRead, parts, redact, run_parallel, url_sibling
+from ._rangefile import (
+    RangeFile,
+    Restart,
+    ShortRead,
+    parts,
+    redact,
+    run_parallel,
+    url_sibling,
+    with_segments,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import http.client
     import urllib.request
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable
     from email.message import Message
     from typing import IO, Any, Final, TypeVar
 
@@ -173,28 +182,29 @@ class HttpFile(RangeFile):
             self._held.response.close()
             self._held = None
 
+    def requests(self, reads: list[Read]) -> list[Read]:
+        return parts(reads, self.options.part_size, self.options.max_workers)
+
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
-        reads = list(reads)  # the spans: a few (their parts are made one at a time)
+        reads = list(reads)
         if not reads:
             return
         client = _Client(self, clock)
-        size = self.options.part_size
-
-        def after(skip: int) -> Callable[[], Iterator[Read]]:
-            # The reads after the first `skip` parts, for a 200's body (made anew for a
-            # retry, which reads the body again).
-            return lambda: itertools.islice(parts(reads, size), skip, None)
-
+        pending = reads
         if not self.pinned:
-            # The first request alone: it follows redirects, and learns the size, the
-            # validator and whether the server honours Range, for all the others.
-            start, stop, segments = next(parts(reads, size))
-            got = client.fetch(start, stop, segments, rest=after(1))
+            # The first request alone, at most part_size: it follows redirects, and learns
+            # the size, the validator and whether the server honours Range, for the others.
+            start, stop, segments = reads[0]
+            if stop - start > self.options.part_size:
+                middle = start + self.options.part_size
+                reads = [*with_segments([(start, middle), (middle, stop)], segments), *reads[1:]]
+                start, stop, segments = reads[0]
+            got = client.fetch(start, stop, segments, rest=lambda: iter(reads[1:]))
             if got < stop - start:
                 raise ShortRead(self._end(start + got))
             if self.ranged is False:
                 return  # a 200: its body held every read
-            pending: Iterator[Read] = after(1)()
+            pending = reads[1:]
         elif self.ranged is False:
             # The server ignores Range: one body from byte 0, read once for every read.
             start, stop, segments = reads[0]
@@ -202,8 +212,6 @@ class HttpFile(RangeFile):
             if got < stop - start:
                 raise ShortRead(self._end(start + got))
             return
-        else:
-            pending = parts(reads, size)
 
         # The parts go to the final URL on kept-alive connections, one per thread.
         client.pool = _Pool(clock) if _poolable(self.final or self.url) else None

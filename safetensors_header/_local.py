@@ -22,8 +22,8 @@ from ._rangefile import (
     RangeFile,
     ShortRead,
     changed,
+    cut,
     header_of,
-    parts,
     run_parallel,
 )
 
@@ -241,7 +241,7 @@ class PathFile(RangeFile):
             total = sum(stop - start for start, stop, _ in reads)
             workers = min(self.options.max_workers, os.cpu_count() or 1)
             if total >= _PARALLEL and workers > 1 and _preadv is not None:
-                run_parallel(lambda read: _read_at(descriptor, read), parts(reads, _PART), workers)
+                run_parallel(lambda read: _read_at(descriptor, read), cut(reads, _PART), workers)
             else:
                 for read in reads:
                     _read_at(descriptor, read)

@@ -26,8 +26,8 @@ from types import MappingProxyType
 from ._checkpoint import files_of
 from ._fetch import SafetensorsFile, read_planned
 from ._geometry import selected
-from ._options import PART_SIZE, Clock
-from ._rangefile import allocate, parts
+from ._options import PART_SIZE, WORKERS, Clock
+from ._rangefile import allocate, parts, with_segments
 from ._record import frozen_record, set_fields
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
@@ -163,7 +163,7 @@ class ReadPlan:
     Attributes:
         tensors: The tensors read, in the order of their files and their first byte.
         requests: ``(file, start, stop)`` of every request, in the order of the files and of
-            the bytes; each is at most ``part_size`` bytes (the data path's parts).
+            the bytes; a long run cut into parts as the data path cuts it (`plan_reads`).
         files: File name (as in `PlannedTensor.file`) -> the `SafetensorsFile` read: the
             files as opened, so that a plan read elsewhere (pickled to a rank) reads the very
             files planned for, checked. Not compared by ``==``.
@@ -253,7 +253,7 @@ class ReadPlan:
             spans.setdefault(name, []).append((start, stop))
         files = dict(self.files)
         jobs = [
-            (files[name], _reads(spans.get(name, []), sorted(segments, key=_first)))
+            (files[name], with_segments(spans.get(name, []), sorted(segments, key=_first)))
             for name, segments in per_file.items()
         ]
         from ._rangefile import run_parallel
@@ -278,6 +278,7 @@ def plan_reads(
     max_over_read: float | None = None,
     max_requests: int | None = None,
     part_size: int = PART_SIZE,
+    max_workers: int = WORKERS,
 ) -> ReadPlan:
     """Plan the reads of a selection of tensors of a file or a checkpoint.
 
@@ -301,8 +302,9 @@ def plan_reads(
         max_requests: The most requests per file (``None``: no bound). Gaps wider than
             `gap` are then joined, smallest first, until it is met; a ValueError says when
             that would read more than `max_over_read` allows.
-        part_size: A request is at most this long; a longer run is cut into parts (read in
-            parallel), as the data path cuts it.
+        part_size, max_workers: A longer run is cut into parts, read in parallel, as the
+            data path cuts it (`Transport`): parts of `part_size` bytes, or one per worker
+            (up to ``4 * part_size`` each) where that makes fewer requests.
 
     Returns:
         A `ReadPlan`; ``plan.read()`` executes it, ``plan.summary()`` describes it.
@@ -320,6 +322,8 @@ def plan_reads(
         raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
     if operator.index(part_size) < 1:
         raise ValueError(f"part_size must be 1 or more, not {part_size!r}")
+    if operator.index(max_workers) < 1:
+        raise ValueError(f"max_workers must be 1 or more, not {max_workers!r}")
     files = files_of(source)
     choose = _chooser(select, files)
     tensors: list[PlannedTensor] = []
@@ -340,12 +344,14 @@ def plan_reads(
         runs = _merged_runs(range_ for tensor in planned for range_ in tensor.ranges)
         joinable = file.gap if gap is None else gap
         spans = _joined(runs, joinable, max_over_read, max_requests, name)
-        cut = [(start, stop) for start, stop, _ in parts([(a, b, []) for a, b in spans], part_size)]
+        made = parts([(start, stop, []) for start, stop in spans], part_size, max_workers)
+        cut = [(start, stop) for start, stop, _ in made]
         if max_requests is not None and len(cut) > max_requests:
+            longest = max(stop - start for start, stop in cut)
             raise ValueError(
-                f"{_shown(name)}: {len(cut):,} requests of at most part_size={part_size:,} bytes "
-                f"are needed, above max_requests={max_requests:,}: raise part_size or "
-                "max_requests"
+                f"{_shown(name)}: {len(cut):,} requests of at most {longest:,} bytes "
+                f"(part_size={part_size:,}) are needed, above max_requests={max_requests:,}: "
+                "raise part_size or max_requests"
             )
         requests += [(name, start, stop) for start, stop in cut]
     return ReadPlan(tuple(tensors), tuple(requests), tuple(files))
@@ -478,27 +484,6 @@ def _joined(
         else:
             spans.append(runs[i])
     return spans
-
-
-def _reads(spans: list[tuple[int, int]], segments: list[tuple[int, memoryview]]) -> list[Read]:
-    """Each request with the destination segments inside it (a segment that crosses a
-    request's end is cut there)."""
-    reads: list[Read] = []
-    index = 0
-    for start, stop in spans:
-        inside: list[tuple[int, memoryview]] = []
-        while index < len(segments):
-            offset, view = segments[index]
-            end = offset + len(view)
-            if offset >= stop:
-                break
-            low, high = max(offset, start), min(end, stop)
-            inside.append((low, view[low - offset : high - offset]))
-            if end > stop:
-                break  # the rest of it is in the next request
-            index += 1
-        reads.append((start, stop, inside))
-    return reads
 
 
 def _execute(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:

@@ -4,10 +4,10 @@ Layer: sources. The protocol of "a file I can read ranges of" (`RangeFile`: a fi
 ranged reads into buffers the caller provides, the file beside it, a whole small document),
 and what is written once for every backend: `header_of`, the one loop from a source to its
 header; `RangeFile.read_ranges`, the one planner of ranged reads (ranges sorted, joined across
-gaps, each span read into one buffer, each range a view of it); the buffers (`allocate`), the
-threads (`run_parallel`), the rule for showing a URL (`redact`) and for the file beside one
-(`url_sibling`). The backends (``_local``, ``_http``, ``_stores``) build on it; ``_sources``
-decides which backend a source gets.
+gaps, each span read into one buffer, each range a view of it); the parts a long read is cut
+into (`parts`), the buffers (`allocate`), the threads (`run_parallel`), the rule for showing
+a URL (`redact`) and for the file beside one (`url_sibling`). The backends (``_local``,
+``_http``, ``_stores``) build on it; ``_sources`` decides which backend a source gets.
 
 A `RangeFile` pins the file's identity at its first read (the size, and the ETag or
 Last-Modified of a URL or an object, the inode and modification time of a local file) and
@@ -25,12 +25,13 @@ from ._options import LOCAL_GAP
 from ._parser import parse_header
 
 __all__ = ["RangeFile", "Restart", "ShortRead", "allocate", "changed", "check_known_end"]
-__all__ += ["cut_out", "header_of", "is_url", "joined", "map_parallel", "parts"]
-__all__ += ["past_the_end", "redact", "run_parallel", "url_scheme", "url_sibling"]
+__all__ += ["cut", "cut_out", "header_of", "is_url", "joined", "map_parallel", "part_length"]
+__all__ += ["parts", "past_the_end", "redact", "run_parallel", "url_scheme", "url_sibling"]
+__all__ += ["with_segments"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any, Final, TypeAlias, TypeVar
 
     from ._header import Header
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 # Buffers from this size up are fresh anonymous memory (see `allocate`).
 _MAPPED: Final = 1 << 21
+# The parts of a long read grow up to this many times `part_size` (see `part_length`).
+_PART_GROWTH: Final = 4
 
 
 def is_url(source: str) -> bool:
@@ -133,9 +136,15 @@ class RangeFile:
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         """Every read's bytes into its segments; `ShortRead` where the file ends first.
 
-        `reads` are sorted by offset and do not overlap.
+        `reads` are sorted by offset and do not overlap; a backend that makes requests makes
+        one per read, as given (`requests` cut them).
         """
         raise NotImplementedError
+
+    def requests(self, reads: list[Read]) -> list[Read]:
+        """The requests that make `reads` (`read_into` makes each as it is given): as they
+        are, unless a backend cuts long ones into parts to make in parallel (`parts`)."""
+        return reads
 
     def document(self, limit: int, clock: Clock) -> bytes:
         """The whole (small) file, such as an index, read to at most ``limit + 1`` bytes."""
@@ -184,7 +193,7 @@ class RangeFile:
             (start, stop, [(start, buffer)])
             for (start, stop), buffer in zip(spans, buffers, strict=True)
         ]
-        self.read_into(reads, clock)
+        self.read_into(self.requests(reads), clock)
         return cut_out(ranges, spans, buffers)
 
     def _read_into_buffers(
@@ -214,10 +223,10 @@ class RangeFile:
                 reads[-1] = (reads[-1][0], stop, reads[-1][2])
             else:
                 reads.append((start, stop, [(start, view)]))
-        self.read_into(reads, clock)
+        self.read_into(self.requests(reads), clock)
         for i in again:
             offset, length = ranges[i]
-            self.read_into([(offset, offset + length, [(offset, into[i])])], clock)
+            self.read_into(self.requests([(offset, offset + length, [(offset, into[i])])]), clock)
         return list(into)
 
 
@@ -287,20 +296,59 @@ def cut_out(
     return out
 
 
-def parts(reads: Iterable[Read], part_size: int) -> Iterator[Read]:
-    """The reads cut into parts of at most `part_size` bytes, made one at a time."""
-    for start, stop, segments in reads:
-        if stop - start <= part_size:
-            yield start, stop, segments
+def part_length(total: int, part_size: int, workers: int) -> int:
+    """How long the parts are of reads of `total` bytes made on `workers` threads.
+
+    `part_size`, or longer where that would make more requests than there are workers: one
+    request per worker then, up to ``4 * part_size`` each. Every request costs a round trip
+    and the server's work of starting a reply; fewer, longer ones still keep every worker
+    busy, and the cap bounds what one retry reads again.
+    """
+    return max(part_size, min(part_size * _PART_GROWTH, -(-total // workers)))
+
+
+def parts(reads: Sequence[Read], part_size: int, workers: int) -> list[Read]:
+    """The requests that read `reads` on `workers` threads: every read longer than
+    `part_length` cut into equal parts no longer than it (`cut`)."""
+    total = sum(stop - start for start, stop, _ in reads)
+    return cut(reads, part_length(total, part_size, workers))
+
+
+def cut(reads: Iterable[Read], length: int) -> list[Read]:
+    """Every read longer than `length` cut into the fewest equal parts no longer than it."""
+    out: list[Read] = []
+    for read in reads:
+        start, stop, segments = read
+        span = stop - start
+        if span <= length:
+            out.append(read)
             continue
-        for cut in range(start, stop, part_size):
-            end = min(cut + part_size, stop)
-            pieces = []
-            for offset, view in segments:
-                low, high = max(offset, cut), min(offset + len(view), end)
-                if low < high:
-                    pieces.append((low, view[low - offset : high - offset]))
-            yield cut, end, pieces
+        count = -(-span // length)
+        bounds = [start + span * i // count for i in range(count + 1)]
+        out += with_segments([(bounds[i], bounds[i + 1]) for i in range(count)], segments)
+    return out
+
+
+def with_segments(spans: Sequence[tuple[int, int]], segments: Sequence[Segment]) -> list[Read]:
+    """Each of the sorted `spans` with the parts of the sorted `segments` inside it (a
+    segment that crosses a span's end is cut there; bytes between spans go nowhere)."""
+    reads: list[Read] = []
+    index = 0
+    for start, stop in spans:
+        inside: list[Segment] = []
+        while index < len(segments):
+            offset, view = segments[index]
+            end = offset + len(view)
+            if offset >= stop:
+                break
+            low, high = max(offset, start), min(end, stop)
+            if low < high:
+                inside.append((low, view[low - offset : high - offset]))
+            if end > stop:
+                break  # the rest of it is in the next span
+            index += 1
+        reads.append((start, stop, inside))
+    return reads
 
 
 def allocate(count: int) -> memoryview:

@@ -27,7 +27,7 @@ import posixpath
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP
-from ._rangefile import RangeFile, ShortRead, check_known_end, parts, redact
+from ._rangefile import RangeFile, ShortRead, check_known_end, cut, parts, redact
 
 __all__ = ["FsspecFile", "StoreFile", "is_pair", "store_file"]
 
@@ -376,6 +376,12 @@ class FsspecFile(_Store):
         if self._signed is not None:
             self._signed.release()
 
+    def requests(self, reads: list[Read]) -> list[Read]:
+        if self._signed_file() is not None:
+            return parts(reads, self.options.part_size, self.options.max_workers)
+        # fsspec's cat_ranges, a batch at a time: parts of part_size, several to a batch.
+        return cut(reads, self.options.part_size)
+
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         reads = list(reads)
         if not isinstance(self._signed_call(lambda file: file.read_into(reads, clock)), _Unsigned):
@@ -384,7 +390,7 @@ class FsspecFile(_Store):
             self._info()
         batch: list[Read] = []
         held = 0
-        for read in parts(reads, self.options.part_size):
+        for read in reads:
             batch.append(read)
             held += read[1] - read[0]
             if held >= _BATCH:

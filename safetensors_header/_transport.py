@@ -45,8 +45,11 @@ class Transport(TypedDict, total=False):
             (credentials, an ``endpoint_url``, ...). Default: none.
         max_workers: Requests in flight at once (the parts of a long read, a checkpoint's
             shards); for local files, reads at once. Default: 16.
-        part_size: The longest single request; a longer read is cut into parts of this
-            size, fetched in parallel. Default: 16 MiB.
+        part_size: How a long read is cut for URLs and object stores: a read longer than
+            this is cut into equal parts, fetched in parallel, each at most `part_size`
+            bytes, or, where that would make more parts than `max_workers`, one part per
+            worker of up to ``4 * part_size`` (fewer requests, each a round trip, while
+            every worker stays busy). Default: 16 MiB.
     """
 
     headers: Mapping[str, str] | None

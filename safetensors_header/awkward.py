@@ -166,7 +166,7 @@ def from_safetensors(  # type: ignore[misc]
         virtual: Read nothing but the header now: each buffer becomes a virtual buffer of
             the array, read with one ranged read when awkward first needs it, and kept.
             Otherwise every buffer is read now, in as few requests as `read_ranges` needs
-            (for a URL, one per 16 MiB part).
+            (for a URL, one per part of a long read: `Transport`'s ``part_size``).
         buffer_key: The tensors' names, as for ``ak.from_buffers``: a template of
             ``{form_key}`` and ``{attribute}``, or a function of the keywords ``form_key``,
             ``attribute`` and ``form``. ``None``: the ``buffer_key`` the file records (see

@@ -145,8 +145,8 @@ def load(
     in between raises (`RemoteError`, or `HeaderError` of kind ``FileChanged``).
 
     Every array is a view of the memory its bytes were read into, once: no copy follows
-    the read. Adjacent tensors are read as one span (one request for a URL, in parallel
-    parts of 16 MiB), and their arrays share its buffer.
+    the read. Adjacent tensors are read as one span (one request for a URL, or parallel
+    parts of a long one: `Transport`'s ``part_size``), and their arrays share its buffer.
 
     Args:
         source: A local path: by default memory-mapped read-only, every array a view of

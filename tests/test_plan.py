@@ -259,9 +259,15 @@ def test_one_ranks_requests_over_http_are_the_plans(
     data=st.data(),
     over=st.sampled_from([0.0, 0.1, 1.0, 100.0]),
     part=st.sampled_from([1, 7, 64, 1 << 20]),
+    workers=st.sampled_from([1, 3, 16]),
 )
 def test_any_basic_index_reads_numpys_slice(
-    tmp_path_factory: pytest.TempPathFactory, shape: list[int], data: Any, over: float, part: int
+    tmp_path_factory: pytest.TempPathFactory,
+    shape: list[int],
+    data: Any,
+    over: float,
+    part: int,
+    workers: int,
 ) -> None:
     array = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
     path = tmp_path_factory.mktemp("any") / "a.safetensors"
@@ -280,6 +286,8 @@ def test_any_basic_index_reads_numpys_slice(
         )
         for size in shape
     )
-    plan = plan_reads(path, {"a": key}, max_over_read=over, part_size=part)
+    plan = plan_reads(path, {"a": key}, max_over_read=over, part_size=part, max_workers=workers)
     assert load_plan(plan)["a"].tobytes() == np.ascontiguousarray(array[key]).tobytes()
-    assert all(stop - start <= part for _, start, stop in plan.requests)
+    # Parts of `part`, or one per worker (at most 4 * part) where that makes fewer.
+    longest = max(part, min(4 * part, -(-plan.bytes_read // workers)))
+    assert all(stop - start <= longest for _, start, stop in plan.requests)

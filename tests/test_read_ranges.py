@@ -19,7 +19,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from loopback import Site
 
-from safetensors_header import HeaderError, RemoteError, read_header, read_ranges, read_tensor
+from safetensors_header import (
+    HeaderError,
+    RemoteError,
+    plan_reads,
+    read_header,
+    read_ranges,
+    read_tensor,
+)
 from safetensors_header._options import LOCAL_GAP, REMOTE_GAP
 
 np = pytest.importorskip("numpy")
@@ -465,18 +472,52 @@ def test_timeout_bounds_the_whole_call(case: str) -> None:
     assert float(elapsed) < 3  # 1 s, and what a retry's backoff and a process exit add
 
 
-def test_a_long_read_is_split_into_parts(site: Site) -> None:
+@pytest.mark.parametrize(
+    ("part_size", "max_workers", "count"),
+    [
+        (10_000, 16, 7),  # parts of part_size: the workers are enough for them
+        (1_000, 16, 17),  # 66 parts of 1,000 for 16 workers: 4,000 each (at most 4x)
+        (4_000, 4, 5),  # one part per worker would be 16,384: 16,000 (4x) at most
+        (20_000, 2, 2),  # one part per worker: 32,768 each
+        (100_000, 16, 1),  # shorter than a part
+    ],
+)
+def test_a_long_read_is_cut_into_equal_parts(
+    site: Site, part_size: int, max_workers: int, count: int
+) -> None:
+    from safetensors_header import open_file
+
     site.files["m"] = FILE
     embed = HEADER.tensors["embed"]
     assert embed.nbytes == 65536
-    pieces = read_ranges(site.url("m"), [(embed.start, embed.nbytes)], part_size=10_000)
+    file = open_file(site.url("m"), part_size=part_size, max_workers=max_workers)
+    before = len(site.done(1))
+    pieces = read_ranges(file, [(embed.start, embed.nbytes)])
     assert pieces == [TENSORS["embed"].tobytes()]
-    hits = site.done(7)
-    assert len(hits) == 7  # 6 parts of 10,000 bytes and one of 5,536
-    assert sorted(hit.sent for hit in hits) == [5536] + [10_000] * 6
-    assert sum(hit.sent for hit in hits) == embed.nbytes
+    hits = site.done(before + count)[before:]
+    sizes = sorted(hit.sent for hit in hits)
+    assert len(sizes) == count and sum(sizes) == embed.nbytes
+    assert sizes[-1] - sizes[0] <= 1  # equal parts: every worker busy as long as the others
+    assert sizes[-1] <= 4 * part_size
+    # The plan of the same read counts the same requests.
+    plan = plan_reads(file, {"embed": None}, part_size=part_size, max_workers=max_workers)
+    assert sorted(stop - start for _, start, stop in plan.requests) == sizes
     with pytest.raises(ValueError, match="part_size"):
         read_ranges(site.url("m"), [(0, 8)], part_size=0)
+
+
+def test_the_first_request_to_a_url_is_one_part(site: Site) -> None:
+    # Made alone (it learns the redirect, the size and the validator): no longer than
+    # part_size, though the parts after it are twice as long.
+    site.files["m"] = FILE
+    embed = HEADER.tensors["embed"]
+    pieces = read_ranges(
+        site.url("m"), [(embed.start, embed.nbytes)], part_size=20_000, max_workers=2
+    )
+    assert pieces == [TENSORS["embed"].tobytes()]
+    hits = site.done(3)
+    assert [hit.sent for hit in hits[:1]] == [20_000]
+    assert sorted(hit.sent for hit in hits[1:]) == [32_768 - 20_000, 32_768]
 
 
 def test_a_split_read_past_the_end(site: Site) -> None:
