@@ -56,6 +56,7 @@ from ._rangefile import (
     parts,
     redact,
     run_parallel,
+    streams,
     url_sibling,
     with_segments,
 )
@@ -183,7 +184,7 @@ class HttpFile(RangeFile):
             self._held = None
 
     def requests(self, reads: list[Read]) -> list[Read]:
-        return parts(reads, self.options.part_size, self.options.max_workers)
+        return parts(reads, self.options.part_size, streams(self.options.max_workers))
 
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         reads = list(reads)
@@ -225,7 +226,7 @@ class HttpFile(RangeFile):
                 raise ShortRead(self._end(start + got))
 
         try:
-            run_parallel(one, pending, self.options.max_workers)
+            run_parallel(one, pending, streams(self.options.max_workers))
         finally:
             if client.pool is not None:
                 client.pool.close()

@@ -43,12 +43,14 @@ class Transport(TypedDict, total=False):
             popular models in one round trip.
         storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``
             (credentials, an ``endpoint_url``, ...). Default: none.
-        max_workers: Requests in flight at once (the parts of a long read, a checkpoint's
-            shards); for local files, reads at once. Default: 16.
+        max_workers: Requests in flight at once (a checkpoint's shards; the parts of a
+            long read, at most 4 per core: past that, more streams cost this process more
+            CPU than they add speed); for local files, reads at once, at most 1 per core.
+            Default: 16.
         part_size: How a long read is cut for URLs and object stores: a read longer than
             this is cut into equal parts, fetched in parallel, each at most `part_size`
-            bytes, or, where that would make more parts than `max_workers`, one part per
-            worker of up to ``4 * part_size`` (fewer requests, each a round trip, while
+            bytes, or, where that would make more parts than there are streams (see
+            `max_workers`), one part per stream of up to ``4 * part_size`` (fewer requests, each a round trip, while
             every worker stays busy). Default: 16 MiB.
     """
 

@@ -496,7 +496,8 @@ def test_a_long_read_is_cut_into_equal_parts(
     assert pieces == [TENSORS["embed"].tobytes()]
     hits = site.done(before + count)[before:]
     sizes = sorted(hit.sent for hit in hits)
-    assert len(sizes) == count and sum(sizes) == embed.nbytes
+    assert len(sizes) == count
+    assert sum(sizes) == embed.nbytes
     assert sizes[-1] - sizes[0] <= 1  # equal parts: every worker busy as long as the others
     assert sizes[-1] <= 4 * part_size
     # The plan of the same read counts the same requests.
