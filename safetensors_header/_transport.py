@@ -50,8 +50,8 @@ class Transport(TypedDict, total=False):
         part_size: How a long read is cut for URLs and object stores: a read longer than
             this is cut into equal parts, fetched in parallel, each at most `part_size`
             bytes, or, where that would make more parts than there are streams (see
-            `max_workers`), one part per stream of up to ``4 * part_size`` (fewer requests, each a round trip, while
-            every worker stays busy). Default: 16 MiB.
+            `max_workers`), one part per stream of up to ``4 * part_size`` (fewer
+            requests, each a round trip, while every stream stays busy). Default: 16 MiB.
     """
 
     headers: Mapping[str, str] | None
