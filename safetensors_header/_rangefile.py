@@ -52,8 +52,10 @@ _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 _MAPPED: Final = 1 << 21
 # The parts of a long read grow up to this many times `part_size` (see `part_length`).
 _PART_GROWTH: Final = 4
-# The parts of one long read in flight, at most, per core (see `streams`).
-_STREAMS_PER_CORE: Final = 4
+# The parts of one long read in flight: at most this many per core, and this many at least
+# (see `streams`).
+_STREAMS_PER_CORE: Final = 2
+_STREAMS_AT_LEAST: Final = 4
 
 
 def is_url(source: str) -> bool:
@@ -311,13 +313,16 @@ def part_length(total: int, part_size: int, workers: int) -> int:
 
 
 def streams(max_workers: int) -> int:
-    """How many parts of one long read are in flight: `max_workers`, at most 4 per core.
+    """How many parts of one long read are in flight: `max_workers`, at most 2 per core
+    (4 on one or two cores).
 
     Every byte of a part costs this process's CPU (the kernel's copy into the buffer, the
     zeroing of its fresh pages); past a few streams a core, more add no speed and cost system
-    time: on 2 cores, 16 streams took 3-5 times the system time per GB of 8 or 4.
+    time: on 2 cores, 16 streams took 3-5 times the system time per GB of 8 or 4, and 4 were
+    the fastest from both loopback servers measured (nginx, s3rver).
     """
-    return max(1, min(max_workers, _STREAMS_PER_CORE * (os.cpu_count() or 1)))
+    cores = os.cpu_count() or 1
+    return max(1, min(max_workers, max(_STREAMS_AT_LEAST, _STREAMS_PER_CORE * cores)))
 
 
 def parts(reads: Sequence[Read], part_size: int, workers: int) -> list[Read]:

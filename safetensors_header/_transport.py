@@ -44,8 +44,9 @@ class Transport(TypedDict, total=False):
         storage_options: For fsspec URLs: passed to ``fsspec.core.url_to_fs``
             (credentials, an ``endpoint_url``, ...). Default: none.
         max_workers: Requests in flight at once (a checkpoint's shards; the parts of a
-            long read, at most 4 per core: past that, more streams cost this process more
-            CPU than they add speed); for local files, reads at once, at most 1 per core.
+            long read, at most 2 per core, or 4: past that, more streams cost this process
+            more CPU than they add speed); for local files, reads at once, at most 1 per
+            core.
             Default: 16.
         part_size: How a long read is cut for URLs and object stores: a read longer than
             this is cut into equal parts, fetched in parallel, each at most `part_size`

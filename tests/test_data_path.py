@@ -393,6 +393,26 @@ def test_ten_shards_headers_are_asked_for_at_once(gathering: _Gathering) -> None
     assert elapsed < 1  # no shard waited for the gathering's timeout
 
 
+@pytest.mark.parametrize("max_workers", [3, 64])
+def test_a_long_reads_parts_in_flight(gathering: _Gathering, max_workers: int) -> None:
+    # At most max_workers, and 2 a core (4 on one or two cores): more streams cost more CPU
+    # than they add speed.
+    from safetensors_header import open_file, read_ranges
+
+    name = "model-00000-of-00010.safetensors"
+    gathering.files[name] = build({"long": tensor("U8", [64_000], 0, 64_000)}, 64_000)
+    url = f"http://127.0.0.1:{gathering.server_address[1]}/{name}"
+    file = open_file(url, part_size=1_000, max_workers=max_workers)
+    info = file.header.tensors["long"]
+    gathering.expected = min(max_workers, max(4, 2 * (os.cpu_count() or 1)))
+    gathering.most = 0
+    started = time.monotonic()
+    [data] = read_ranges(file, [(info.start, info.nbytes)])
+    assert bytes(data) == gathering.files[name][info.start : info.start + info.nbytes]
+    assert gathering.most == gathering.expected
+    assert time.monotonic() - started < 1  # no part waited for the gathering's timeout
+
+
 def test_shard_reads_stay_bounded(gathering: _Gathering) -> None:
     url = f"http://127.0.0.1:{gathering.server_address[1]}/model.safetensors.index.json"
     gathering.expected = 3

@@ -291,7 +291,7 @@ def test_any_basic_index_reads_numpys_slice(
     plan = plan_reads(path, {"a": key}, max_over_read=over, part_size=part, max_workers=workers)
     assert load_plan(plan)["a"].tobytes() == np.ascontiguousarray(array[key]).tobytes()
     # Parts of `part`, or one per stream (at most 4 * part) where that makes fewer; at most
-    # 4 streams a core.
-    streams = min(workers, 4 * (os.cpu_count() or 1))
+    # 2 streams a core, or 4.
+    streams = min(workers, max(4, 2 * (os.cpu_count() or 1)))
     longest = max(part, min(4 * part, -(-plan.bytes_read // streams)))
     assert all(stop - start <= longest for _, start, stop in plan.requests)

@@ -475,11 +475,11 @@ def test_timeout_bounds_the_whole_call(case: str) -> None:
 @pytest.mark.parametrize(
     ("part_size", "max_workers", "count"),
     [
-        (10_000, 16, 7),  # parts of part_size: the workers are enough for them
-        (1_000, 16, 17),  # 66 parts of 1,000 for 16 workers: 4,000 each (at most 4x)
-        (4_000, 4, 5),  # one part per worker would be 16,384: 16,000 (4x) at most
-        (20_000, 2, 2),  # one part per worker: 32,768 each
-        (100_000, 16, 1),  # shorter than a part
+        (30_000, 4, 3),  # parts of part_size: 4 streams are enough for them
+        (1_000, 4, 17),  # 66 parts of 1,000 for 4 streams: 4,000 each (at most 4x)
+        (4_000, 4, 5),  # one part per stream would be 16,384: 16,000 (4x) at most
+        (20_000, 2, 2),  # one part per stream: 32,768 each
+        (100_000, 4, 1),  # shorter than a part
     ],
 )
 def test_a_long_read_is_cut_into_equal_parts(
