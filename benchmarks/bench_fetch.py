@@ -20,8 +20,9 @@ a shard, an index JSON beside them), written by ``safetensors``.
   shard, one shard after the other, against downloading the index and both shards, then
   ``get_tensor`` of every tensor.
 
-`read_ranges` splits a read of more than 16 MiB into parts fetched in parallel (at most 8 at
-a time); the server's bandwidth limit is per connection, as a CDN's or a bucket's is.
+`read_ranges` cuts a read of more than 16 MiB (``part_size``) into equal parts fetched in
+parallel (at most 2 streams a core, or 4); the server's bandwidth limit is per connection,
+as a CDN's or a bucket's is.
 
 The download is what ``huggingface_hub.hf_hub_download`` does before ``safe_open``: one GET
 of the whole file, written to disk (here with urllib, 1 MiB at a time). Both sides check
