@@ -718,6 +718,25 @@ def test_import_loads_nothing_heavy_without_site() -> None:
     }  # fmt: skip
 
 
+def test_inspect_of_a_local_file_loads_no_network_module() -> None:
+    # A cold `inspect` is measured against `python -c pass` (benchmarks/bench_cold_start.py).
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv[1:] = ['inspect', "
+        f"{str(ROOT / 'tests' / 'data' / 'tiny.safetensors')!r}]; "
+        "from safetensors_header._cli import main; status = main(); "
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(status)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(done.stderr.split())
+    assert "safetensors_header._cli.inspect" in loaded
+    assert not loaded & {
+        "urllib.parse", "urllib.request", "ipaddress", "http.client", "socket", "ssl",
+        "threading", "safetensors_header._http", "safetensors_header._fetch",
+    }  # fmt: skip
+
+
 def test_lookups_scan_the_names_until_the_index_pays() -> None:
     from safetensors_header import _header
 
