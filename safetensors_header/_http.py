@@ -18,15 +18,16 @@ replaced in between (a new commit on a ``resolve/main`` URL, a re-uploaded objec
 `RemoteError`, never a mix of two files. A total the server did not give at first
 (``Content-Range: bytes a-b/*``) may be learned later; that is not a change.
 
-Ranged reads cut long reads into parts (`HttpFile.requests`: of ``part_size`` bytes, or one
-per thread up to four times that when there are more) and send them (`HttpFile.read_into`)
-on up to ``max_workers`` threads, each reading its body with ``readinto`` straight
-into the memory the bytes are returned in. A server that ignores Range (``200`` and the
-whole body) is read once, from byte 0 as far as the last range ends, into the same memory;
-for a header, only as far as the header needs, then the connection is closed. A ``416`` for
-the first read (an empty file) is answered from its ``Content-Range: bytes */L``. A body in
-a transfer coding other than a lone ``chunked``, in a ``Content-Encoding``, or in a
-``multipart/byteranges`` envelope is refused: its bytes are not the file's.
+Ranged reads cut long reads into equal parts (`HttpFile.requests`: of ``part_size`` bytes, or
+one per thread up to four times that when there would be more) and send them
+(`HttpFile.read_into`) on up to ``max_workers`` threads, 2 a core at most (or 4: `streams`),
+each reading its body with ``readinto`` straight into the memory the bytes are returned in.
+A server that ignores Range (``200`` and the whole body) is read once, from byte 0 as far as
+the last range ends, into the same memory; for a header, only as far as the header needs,
+then the connection is closed. A ``416`` for the first read (an empty file) is answered from
+its ``Content-Range: bytes */L``. A body in a transfer coding other than a lone ``chunked``,
+in a ``Content-Encoding``, or in a ``multipart/byteranges`` envelope is refused: its bytes
+are not the file's.
 
 ``timeout`` bounds a whole call: every connect and every socket read (each line of a status
 or header block, each piece of a body) waits at most what is left of it, so a server that

@@ -303,8 +303,9 @@ def plan_reads(
             `gap` are then joined, smallest first, until it is met; a ValueError says when
             that would read more than `max_over_read` allows.
         part_size, max_workers: A longer run is cut into parts, read in parallel, as the
-            data path cuts it (`Transport`): parts of `part_size` bytes, or one per worker
-            (up to ``4 * part_size`` each) where that makes fewer requests.
+            data path cuts it (`Transport`): parts of `part_size` bytes, or one per stream
+            (up to ``4 * part_size`` each; `max_workers` streams, 2 a core at most, or 4)
+            where that makes fewer requests.
 
     Returns:
         A `ReadPlan`; ``plan.read()`` executes it, ``plan.summary()`` describes it.
