@@ -6,7 +6,6 @@ Layer: adapters (the command line).
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 from collections.abc import Callable, Iterable, Mapping
 
@@ -78,6 +77,8 @@ def _shown_tensors(
 ) -> list[TensorInfo]:
     """The tensors matching --filter, in the --sort order."""
     if args.filter is not None:
+        import fnmatch  # (here: --filter is rare, and a start pays for every import)
+
         tensors = [t for t in tensors if fnmatch.fnmatchcase(t.name, args.filter)]
     if args.sort == "offset" and not offsets_comparable:
         return list(tensors)  # offsets of different shards do not compare

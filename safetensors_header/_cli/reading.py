@@ -115,14 +115,15 @@ def failure_of(error: HeaderError | OSError, source: str, *, hint: str | None = 
 
 
 # A Hub repository as people write it: "org/repo" or "org/repo@revision" (Hub names are
-# letters, digits, "-", "_" and ".").
-_REPOSITORY: Final = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./%-]+)?")
+# letters, digits, "-", "_" and "."). Compiled by `re` when first matched: a local path is
+# looked for first, and a start pays for every compile.
+_REPOSITORY: Final = r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./%-]+)?"
 
 
 def hub_source(source: str, err: Output) -> str:
     """``org/repo`` (or ``org/repo@revision``) that is no local path: the Hub's repository,
     ``hf://org/repo``, said on stderr; any other source as it is."""
-    if not _REPOSITORY.fullmatch(source) or os.path.lexists(source):
+    if os.path.lexists(source) or not re.fullmatch(_REPOSITORY, source):
         return source
     err.line(
         f"{PROG}: there is no file or directory {source!r} here: reading hf://{source} from "
