@@ -603,3 +603,23 @@ def test_fsspec_urls(tmp_path: Path) -> None:
         f"{url}: strict: ArrayForm: model-00002-of-00002.safetensors: tensor 'l1.w' is "
         "written as an array",
     ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "a.safetensors", "--json", "--sort", "name", "--filter", "*.bias", "-q"],
+        ["inspect", "a", "b", "--tree", "--wide", "--offsets", "--exact"],
+        ["validate", "a", "--strict", "--hashes", "m.json"],
+        ["hash", "a", "--algorithm", "blake2b", "--json"],
+        ["diff", "a", "b", "--json", "--wide"],
+    ],
+)
+def test_a_commands_parser_alone_reads_its_arguments_as_the_whole(argv: list[str]) -> None:
+    # main() builds only the command's own arguments (a start pays for every parser made).
+    from safetensors_header._cli.arguments import argument_parser
+
+    alone = argument_parser(argv[0])
+    assert vars(alone.parse_args(argv)) == vars(argument_parser().parse_args(argv))
+    whole = argument_parser("--help").format_help()  # not a command: every one listed
+    assert all(name in whole for name in ("inspect", "validate", "hash", "diff"))

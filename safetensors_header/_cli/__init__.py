@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit status."""
-    parser = argument_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argument_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     sources = [args.a, args.b] if args.command == "diff" else args.sources
     if sources.count(STDIN) > 1:

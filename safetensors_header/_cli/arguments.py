@@ -170,7 +170,10 @@ def _terminal_columns() -> int:
     return columns or 80
 
 
-def argument_parser() -> argparse.ArgumentParser:
+def argument_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of the command line; with `command` (the first argument), only that
+    command's arguments are built when it is one (a start pays for every parser made), all
+    of them otherwise."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Read the headers of safetensors files without loading them.",
@@ -180,8 +183,14 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # prog= given: argparse would otherwise build a help formatter now.
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=PROG)
-
-    def command(name: str, summary: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    builders = {
+        "inspect": _inspect_arguments,
+        "validate": _validate_arguments,
+        "hash": _hash_arguments,
+        "diff": _diff_arguments,
+    }
+    for name in [command] if command in builders else builders:
+        summary, description, epilog = _COMMANDS[name]
         sub = commands.add_parser(
             name, help=summary, description=description, epilog=epilog, formatter_class=_Formatter
         )
@@ -193,14 +202,38 @@ def argument_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="no progress on stderr (shown only on a terminal, for work of over a second)",
         )
-        return sub
+        builders[name](sub)
+    return parser
 
-    inspect = command(
-        "inspect",
+
+# Each command: its one-line summary (in the list of commands), description and epilog.
+_COMMANDS: Final = {
+    "inspect": (
         "show the tensors, metadata and totals of each source",
         "Show each source's header facts, metadata, tensors and totals.",
         _INSPECT_EPILOG,
-    )
+    ),
+    "validate": (
+        "check each source; one line per source",
+        "Check each source as the reference implementation would; with --strict, also report "
+        "what it accepts but a careful reader should not.",
+        _VALIDATE_EPILOG,
+    ),
+    "hash": (
+        "a digest of every tensor's bytes, and a manifest of them",
+        "Hash every tensor's bytes (the header left out, so that a metadata change keeps the "
+        "digests), and one digest over them all.",
+        _HASH_EPILOG,
+    ),
+    "diff": (
+        "compare the tensors and metadata of two sources",
+        "Compare two files, checkpoints or URLs by their headers alone.",
+        _DIFF_EPILOG,
+    ),
+}
+
+
+def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
     inspect.add_argument("--json", action="store_true", help="one JSON object per SOURCE")
     inspect.add_argument(
         "--sort", choices=sorted(SORT_KEYS), default="offset", help="tensor order (offset)"
@@ -215,13 +248,9 @@ def argument_parser() -> argparse.ArgumentParser:
         ("--exact", "exact byte and parameter counts on a terminal too (86.6 MiB otherwise)"),
     ):
         inspect.add_argument(flag, action="store_true", help=text)
-    validate = command(
-        "validate",
-        "check each source; one line per source",
-        "Check each source as the reference implementation would; with --strict, also report "
-        "what it accepts but a careful reader should not.",
-        _VALIDATE_EPILOG,
-    )
+
+
+def _validate_arguments(validate: argparse.ArgumentParser) -> None:
     validate.add_argument(
         "--strict",
         action="store_true",
@@ -233,27 +262,19 @@ def argument_parser() -> argparse.ArgumentParser:
         metavar="MANIFEST",
         help="also check every tensor's bytes against a manifest of hash --json",
     )
-    hashing = command(
-        "hash",
-        "a digest of every tensor's bytes, and a manifest of them",
-        "Hash every tensor's bytes (the header left out, so that a metadata change keeps the "
-        "digests), and one digest over them all.",
-        _HASH_EPILOG,
-    )
+
+
+def _hash_arguments(hashing: argparse.ArgumentParser) -> None:
     hashing.add_argument(
         "--algorithm", default="sha256", help="a hashlib algorithm (sha256, blake2b, ...)"
     )
     hashing.add_argument(
         "--json", action="store_true", help="one manifest per SOURCE (for validate --hashes)"
     )
-    diff = command(
-        "diff",
-        "compare the tensors and metadata of two sources",
-        "Compare two files, checkpoints or URLs by their headers alone.",
-        _DIFF_EPILOG,
-    )
+
+
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("a", metavar="A", help=_SOURCE_HELP)
     diff.add_argument("b", metavar="B", help="the same, compared with A")
     diff.add_argument("--json", action="store_true", help="one JSON object")
     diff.add_argument("--wide", action="store_true", help=_WIDE_HELP)
-    return parser
