@@ -185,7 +185,7 @@ class HttpFile(RangeFile):
             self._held = None
 
     def requests(self, reads: list[Read]) -> list[Read]:
-        return parts(reads, self.options.part_size, streams(self.options.max_workers))
+        return parts(reads, self.options.part_size, self.options.max_workers)
 
     def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         reads = list(reads)

@@ -27,7 +27,7 @@ from ._checkpoint import files_of
 from ._fetch import SafetensorsFile, read_planned
 from ._geometry import selected
 from ._options import PART_SIZE, WORKERS, Clock
-from ._rangefile import allocate, parts, streams, with_segments
+from ._rangefile import allocate, parts, with_segments
 from ._record import frozen_record, set_fields
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
@@ -345,7 +345,7 @@ def plan_reads(
         runs = _merged_runs(range_ for tensor in planned for range_ in tensor.ranges)
         joinable = file.gap if gap is None else gap
         spans = _joined(runs, joinable, max_over_read, max_requests, name)
-        made = parts([(start, stop, []) for start, stop in spans], part_size, streams(max_workers))
+        made = parts([(start, stop, []) for start, stop in spans], part_size, max_workers)
         cut = [(start, stop) for start, stop, _ in made]
         if max_requests is not None and len(cut) > max_requests:
             longest = max(stop - start for start, stop in cut)

@@ -325,11 +325,11 @@ def streams(max_workers: int) -> int:
     return max(1, min(max_workers, max(_STREAMS_AT_LEAST, _STREAMS_PER_CORE * cores)))
 
 
-def parts(reads: Sequence[Read], part_size: int, workers: int) -> list[Read]:
-    """The requests that read `reads` on `workers` threads (`streams`): every read longer
-    than `part_length` cut into equal parts no longer than it (`cut`)."""
+def parts(reads: Sequence[Read], part_size: int, max_workers: int) -> list[Read]:
+    """The requests that read `reads` on ``streams(max_workers)`` threads: every read
+    longer than `part_length` cut into equal parts no longer than it (`cut`)."""
     total = sum(stop - start for start, stop, _ in reads)
-    return cut(reads, part_length(total, part_size, workers))
+    return cut(reads, part_length(total, part_size, streams(max_workers)))
 
 
 def cut(reads: Iterable[Read], length: int) -> list[Read]:

@@ -27,7 +27,7 @@ import posixpath
 
 from ._errors import RemoteError
 from ._options import REMOTE_GAP
-from ._rangefile import RangeFile, ShortRead, check_known_end, cut, parts, redact, streams
+from ._rangefile import RangeFile, ShortRead, check_known_end, cut, parts, redact
 
 __all__ = ["FsspecFile", "StoreFile", "is_pair", "store_file"]
 
@@ -378,7 +378,7 @@ class FsspecFile(_Store):
 
     def requests(self, reads: list[Read]) -> list[Read]:
         if self._signed_file() is not None:
-            return parts(reads, self.options.part_size, streams(self.options.max_workers))
+            return parts(reads, self.options.part_size, self.options.max_workers)
         # fsspec's cat_ranges, a batch at a time: parts of part_size, several to a batch.
         return cut(reads, self.options.part_size)
 
