@@ -183,14 +183,8 @@ def argument_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # prog= given: argparse would otherwise build a help formatter now.
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=PROG)
-    builders = {
-        "inspect": _inspect_arguments,
-        "validate": _validate_arguments,
-        "hash": _hash_arguments,
-        "diff": _diff_arguments,
-    }
-    for name in [command] if command in builders else builders:
-        summary, description, epilog = _COMMANDS[name]
+    for name in [command] if command in _COMMANDS else _COMMANDS:
+        summary, description, epilog, arguments = _COMMANDS[name]
         sub = commands.add_parser(
             name, help=summary, description=description, epilog=epilog, formatter_class=_Formatter
         )
@@ -202,35 +196,8 @@ def argument_parser(command: str | None = None) -> argparse.ArgumentParser:
             action="store_true",
             help="no progress on stderr (shown only on a terminal, for work of over a second)",
         )
-        builders[name](sub)
+        arguments(sub)
     return parser
-
-
-# Each command: its one-line summary (in the list of commands), description and epilog.
-_COMMANDS: Final = {
-    "inspect": (
-        "show the tensors, metadata and totals of each source",
-        "Show each source's header facts, metadata, tensors and totals.",
-        _INSPECT_EPILOG,
-    ),
-    "validate": (
-        "check each source; one line per source",
-        "Check each source as the reference implementation would; with --strict, also report "
-        "what it accepts but a careful reader should not.",
-        _VALIDATE_EPILOG,
-    ),
-    "hash": (
-        "a digest of every tensor's bytes, and a manifest of them",
-        "Hash every tensor's bytes (the header left out, so that a metadata change keeps the "
-        "digests), and one digest over them all.",
-        _HASH_EPILOG,
-    ),
-    "diff": (
-        "compare the tensors and metadata of two sources",
-        "Compare two files, checkpoints or URLs by their headers alone.",
-        _DIFF_EPILOG,
-    ),
-}
 
 
 def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
@@ -278,3 +245,35 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("b", metavar="B", help="the same, compared with A")
     diff.add_argument("--json", action="store_true", help="one JSON object")
     diff.add_argument("--wide", action="store_true", help=_WIDE_HELP)
+
+
+# Each command: its one-line summary (in the list of commands), description, epilog, and
+# what adds its own arguments to its parser.
+_COMMANDS: Final = {
+    "inspect": (
+        "show the tensors, metadata and totals of each source",
+        "Show each source's header facts, metadata, tensors and totals.",
+        _INSPECT_EPILOG,
+        _inspect_arguments,
+    ),
+    "validate": (
+        "check each source; one line per source",
+        "Check each source as the reference implementation would; with --strict, also report "
+        "what it accepts but a careful reader should not.",
+        _VALIDATE_EPILOG,
+        _validate_arguments,
+    ),
+    "hash": (
+        "a digest of every tensor's bytes, and a manifest of them",
+        "Hash every tensor's bytes (the header left out, so that a metadata change keeps the "
+        "digests), and one digest over them all.",
+        _HASH_EPILOG,
+        _hash_arguments,
+    ),
+    "diff": (
+        "compare the tensors and metadata of two sources",
+        "Compare two files, checkpoints or URLs by their headers alone.",
+        _DIFF_EPILOG,
+        _diff_arguments,
+    ),
+}
