@@ -3,11 +3,13 @@ headers overwritten in place in steps that a crash cannot tear.
 
 Layer: sources (local files; the writer and the adapters write through it).
 
-`replacing` writes a new file next to the target, syncs it and renames it over the target;
-the temporary files of killed writers are found by a checksum in their names and removed
-when no live writer holds them. `overwrite_header` rewrites a header of unchanged length in
-three synced steps (see its docstring). `write_all` finishes the short writes a raw file may
-make; `read_chunks` copies a file's bytes a bounded piece at a time.
+`replacing` writes a new file next to the target, syncs it and renames it over the target,
+with the target's permission bits, owner and group; the new file is never readable by more
+users than the old one at any moment. The temporary files of killed writers are found by a
+checksum in their names and removed when no live writer holds them. `overwrite_header`
+rewrites a header of unchanged length in three synced steps (see its docstring). `write_all`
+finishes the short writes a raw file may make; `read_chunks` copies a file's bytes a bounded
+piece at a time.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from ._format import HEADER_LENGTH_SIZE
 from ._local import mode_kind
 
 __all__ = [
-    "mode_of",
     "open_regular",
     "overwrite_header",
     "read_chunks",
     "replacing",
+    "status_of",
     "write_all",
 ]
 
@@ -42,6 +44,12 @@ _COPY_CHUNK = 16 * 2**20  # bytes per read when copying a data buffer into a new
 _FRESH_SECONDS: Final = 60.0
 _CREATE_ATTEMPTS: Final = 10  # temporary files a concurrent clean-up may take for stale
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")  # what bytes.hex() writes
+# The mode a temporary file is made with: for a file that replaces another, its writer's
+# alone until the rename (the old file may be private: a copy of it must never be readable
+# by more users than the file itself, even for a moment); for a new file, as for any new
+# file, what the umask leaves of 0o666 (mkstemp would give 0o600).
+_PRIVATE: Final = 0o600
+_PUBLIC: Final = 0o666
 
 
 def open_regular(path: str, *, writable: bool) -> BinaryIO:
@@ -118,17 +126,24 @@ def _write_synced(file: BinaryIO, offset: int, data: bytes) -> None:
     os.fsync(file.fileno())
 
 
-def mode_of(path: str) -> int | None:
-    """The permission bits of an existing file, to keep them when it is replaced."""
+def status_of(path: str) -> os.stat_result | None:
+    """An existing file's status (its permission bits, owner and group are kept when it is
+    replaced), or None when there is no file."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        return os.stat(path)
     except FileNotFoundError:
         return None
 
 
 @contextlib.contextmanager
-def replacing(target: str, *, mode: int | None) -> Iterator[BinaryIO]:
+def replacing(target: str, *, like: os.stat_result | None) -> Iterator[BinaryIO]:
     """A new file in ``target``'s directory that replaces ``target`` if the block succeeds.
+
+    ``like`` is the status of the file being replaced (None for a new file). The new file
+    is made with mode 0o600 (``0o666`` less the umask for a new file), so that no one but
+    its writer can read it before the rename, given ``like``'s owner and group at once
+    (PermissionError before a byte is written where that is not allowed: only root can give
+    a file away), and ``like``'s permission bits just before the rename.
 
     It is synced before the rename, so that after a crash ``target`` is either the old file
     or the complete new one; on any exception it is removed and ``target`` is untouched. A
@@ -137,16 +152,22 @@ def replacing(target: str, *, mode: int | None) -> Iterator[BinaryIO]:
     """
     directory, base = os.path.split(target)
     _remove_stale(directory, base)
-    temp, fd = _create_temporary(directory, base)
+    temp, fd = _create_temporary(directory, base, _PRIVATE if like is not None else _PUBLIC)
     try:
         with open(fd, "wb") as file:
+            if like is not None:
+                _keep_owner(fd, like, target)
             yield file
             file.flush()
             os.fsync(file.fileno())
             if sys.platform != "win32":
-                _rename(temp, target, mode)  # still locked: never seen as stale
+                if like is not None:  # (after the owner: chown clears setuid and setgid)
+                    os.fchmod(fd, stat.S_IMODE(like.st_mode))
+                os.replace(temp, target)  # still locked: never seen as stale
         if sys.platform == "win32":
-            _rename(temp, target, mode)  # Windows cannot rename an open file
+            if like is not None:
+                os.chmod(temp, stat.S_IMODE(like.st_mode))
+            os.replace(temp, target)  # Windows cannot rename an open file
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
@@ -154,10 +175,24 @@ def replacing(target: str, *, mode: int | None) -> Iterator[BinaryIO]:
     _sync_directory(directory)
 
 
-def _rename(temp: str, target: str, mode: int | None) -> None:
-    if mode is not None:
-        os.chmod(temp, mode)
-    os.replace(temp, target)
+def _keep_owner(fd: int, like: os.stat_result, target: str) -> None:
+    """Give the new file ``like``'s owner and group, or PermissionError (POSIX)."""
+    if sys.platform == "win32":
+        return
+    made = os.fstat(fd)
+    if (made.st_uid, made.st_gid) == (like.st_uid, like.st_gid):
+        return
+    try:
+        os.fchown(fd, like.st_uid, like.st_gid)
+    except OSError as error:
+        raise PermissionError(
+            errno.EPERM,
+            f"cannot replace it and keep its owner and group (uid {like.st_uid}, gid "
+            f"{like.st_gid}): the new file would be uid {made.st_uid}, gid {made.st_gid}, and "
+            f"giving it away was refused ({error.strerror or error}); only root can give a "
+            "file to another user (update_metadata(..., in_place=True) keeps the file itself)",
+            target,
+        ) from None
 
 
 def temporary_name(base: str) -> str:
@@ -170,14 +205,14 @@ def _checksum(base: str, token: str) -> str:
     return f"{binascii.crc32(os.fsencode(f'{base}.{token}')):08x}"
 
 
-def _create_temporary(directory: str, base: str) -> tuple[str, int]:
-    """A new temporary file for ``base``, locked (POSIX): its path and descriptor."""
-    # O_EXCL: never reuse a file someone else made. Mode 0o666 lets the umask decide, as for
-    # any new file (mkstemp would give 0o600).
+def _create_temporary(directory: str, base: str, mode: int) -> tuple[str, int]:
+    """A new temporary file for ``base`` made with ``mode`` (less the umask), locked (POSIX):
+    its path and descriptor."""
+    # O_EXCL: never reuse a file someone else made.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(_CREATE_ATTEMPTS):
         temp = os.path.join(directory, temporary_name(base))
-        fd = os.open(temp, flags, 0o666)
+        fd = os.open(temp, flags, mode)
         try:
             if _locked_where_made(fd, temp):
                 return temp, fd

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +47,8 @@ def write_file(
 
     Args:
         path: Where to write. An existing file is replaced (through a symbolic link, the
-            file it points to), keeping its permission bits; a new one gets the usual
-            ``0o666 & ~umask``.
+            file it points to), keeping its permission bits, owner and group; a new one gets
+            the usual ``0o666 & ~umask``.
         tensors: Tensor name -> ``(dtype, shape, data)``: ``dtype`` and ``shape`` as for
             `encode_header`; ``data`` any C-contiguous bytes-like object (``bytes``,
             ``bytearray``, ``memoryview``, a numpy array, ``array.array``...) holding the
@@ -63,11 +62,14 @@ def write_file(
     buffer, in the header's order and without copies, into a temporary file in the same
     directory, ``.<name>.<16 hex digits>.tmp``, which is flushed to disk and renamed over
     ``path``: a failure at any point leaves ``path`` as it was and no temporary file behind.
-    A process killed meanwhile leaves ``path`` as it was and its temporary file, which the
-    next `write_file` or rewriting `update_metadata` of the same ``path`` removes: only files
-    of that name whose random part carries this module's checksum, and that no live writer
-    holds (a writer locks its file until the rename; on Windows, where an open file cannot be
-    deleted, only files left unchanged for a minute).
+    The temporary file replacing an existing file is made with mode 0o600 and given the
+    file's owner and group at once, its permission bits just before the rename: a private
+    file's bytes are never readable by more users than the file itself. A process killed
+    meanwhile leaves ``path`` as it was and its temporary file, which the next `write_file`
+    or rewriting `update_metadata` of the same ``path`` removes: only files of that name
+    whose random part carries this module's checksum, and that no live writer holds (a writer
+    locks its file until the rename; on Windows, where an open file cannot be deleted, only
+    files left unchanged for a minute).
 
     Returns:
         The file's `Header`, as `read_header` would return it.
@@ -78,12 +80,15 @@ def write_file(
         TypeError: As for `encode_header`; also a buffer that is not bytes-like, not
             C-contiguous, or explicitly big-endian (byte-swap it first), or an array of a
             dtype safetensors has no name for (the message names the tensor).
+        PermissionError: ``path`` belongs to another user (or a group the caller is not in)
+            and the caller cannot give the new file to them (only root can): refused before
+            a byte is written, rather than change the file's owner.
         OSError: The file could not be written (``path`` is then unchanged).
     """
     with contextlib.ExitStack() as views:
         encoded, header, buffers = _laid_out(tensors, metadata, views)
         target = os.path.realpath(path)
-        with _replace.replacing(target, mode=_replace.mode_of(target)) as file:
+        with _replace.replacing(target, like=_replace.status_of(target)) as file:
             _replace.write_all(file, encoded)
             for view in buffers:
                 _replace.write_all(file, view)
@@ -145,16 +150,17 @@ def update_metadata(
     Failures: validation errors come before any write. The default never tears: the original
     stays in place until the fully written and synced new file is atomically renamed over it
     (which gives the file a new inode, breaks hard links and needs a writable directory;
-    permission bits are kept). The temporary file is ``.<name>.<16 hex digits>.tmp`` next to
-    the file; one left by a killed process is removed by the next rewrite of the same file
-    (see `write_file`). In place, the header is rewritten in three synced steps: the 8-byte
-    length prefix is replaced by a marker (``TORN-HDR``), the header's N bytes are written,
-    then the real prefix. A process stopped at any moment (``SIGKILL``, ``SIGTERM``, a crash)
-    or a power loss leaves the old header, the new one, or a file that every reader rejects
-    (``HeaderTooLarge``) and that `read_header` says is torn (``HeaderError.hint``); never a
-    mix of the two that reads as valid. The data is never touched. If a write raises, the old
-    header is written back before the error propagates. In place needs write permission on
-    the file.
+    permission bits, owner and group are kept, and the new file is private to its writer
+    until the rename, as for `write_file`). The temporary file is
+    ``.<name>.<16 hex digits>.tmp`` next to the file; one left by a killed process is removed
+    by the next rewrite of the same file (see `write_file`). In place, the header is rewritten in three
+    synced steps: the 8-byte length prefix is replaced by a marker (``TORN-HDR``), the
+    header's N bytes are written, then the real prefix. A process stopped at any moment
+    (``SIGKILL``, ``SIGTERM``, a crash) or a power loss leaves the old header, the new one,
+    or a file that every reader rejects (``HeaderTooLarge``) and that `read_header` says is
+    torn (``HeaderError.hint``); never a mix of the two that reads as valid. The data is
+    never touched. If a write raises, the old header is written back before the error
+    propagates. In place needs write permission on the file.
 
     Returns:
         The new `Header`, as `read_header` would return it.
@@ -163,6 +169,8 @@ def update_metadata(
         HeaderError: The file is not a valid safetensors file, or the new header would not
             be valid (see `encode_header`). Nothing has been written.
         TypeError: ``metadata`` is not a mapping of ``str`` to ``str`` (or ``None``).
+        PermissionError: As for `write_file`, when the file is rewritten (not in place) and
+            belongs to another user.
         OSError: The file could not be read or written; it is then unchanged.
     """
     new_metadata = checked_metadata(metadata)
@@ -184,7 +192,7 @@ def update_metadata(
         file.seek(0)
         if b"".join(_replace.read_chunks(file, old.data_start)) == encoded:
             return header  # the same bytes: nothing to write (nor a new inode to make)
-        with _replace.replacing(target, mode=stat.S_IMODE(os.fstat(file.fileno()).st_mode)) as out:
+        with _replace.replacing(target, like=os.fstat(file.fileno())) as out:
             _replace.write_all(out, encoded)
             file.seek(old.data_start)
             for chunk in _replace.read_chunks(file, old.data_size):

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -1136,3 +1137,259 @@ def test_a_temporary_file_removed_before_its_lock_is_made_again(
     assert len(made) == 2
     assert listing(tmp_path) == ["model.safetensors"]
     assert read_header(tmp_path / "model.safetensors").tensors["a"].nbytes == 1
+
+
+# --- who may read the new file, and whose it is ----------------------------------------------
+
+_IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+_OTHER_ID = 65534  # nobody and nogroup on Linux: a user and a group that are not the caller
+
+
+def _rewrite(how: str, path: Path) -> None:
+    """Replace `path` through the rename path: `write_file` or `update_metadata`."""
+    if how == "write_file":
+        write_file(path, {"a": ("U8", [4096], bytes(4096)), "b": ("F32", [2], bytes(8))})
+    else:
+        update_metadata(path, {"note": "x" * 200}, in_place=False)
+
+
+def _temporaries(directory: Path) -> list[Path]:
+    return [path for path in directory.iterdir() if path.name.endswith(".tmp")]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize(
+    "umask", [0o022, 0o077, 0o002], ids=["umask-022", "umask-077", "umask-002"]
+)
+@pytest.mark.parametrize(
+    ("how", "mode"),
+    [
+        *(("write_file", mode) for mode in (0o600, 0o640, 0o644, None)),
+        *(("update_metadata", mode) for mode in (0o600, 0o640, 0o644)),
+    ],
+    ids=[
+        "write-600",
+        "write-640",
+        "write-644",
+        "write-new",
+        "update-600",
+        "update-640",
+        "update-644",
+    ],
+)
+def test_the_temporary_file_is_never_more_readable_than_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, umask: int, mode: int | None
+) -> None:
+    # A copy of a private file must never be readable by more users than the file itself,
+    # not even for a moment: each write into the temporary file sees its mode.
+    path = tmp_path / "model.safetensors"
+    if mode is not None:
+        path.write_bytes(reference_bytes({"w": ("U8", (16,), bytes(16))}, {"note": "a"}))
+        path.chmod(mode)
+    seen: list[int] = []
+    real_write_all = replace_module.write_all
+
+    def watched(file: Any, data: Any) -> None:
+        (temporary,) = _temporaries(tmp_path)
+        seen.extend([stat.S_IMODE(os.fstat(file.fileno()).st_mode), temporary.stat().st_mode])
+        real_write_all(file, data)
+
+    monkeypatch.setattr(replace_module, "write_all", watched)
+    old_umask = os.umask(umask)
+    try:
+        _rewrite(how, path)
+    finally:
+        os.umask(old_umask)
+    assert seen
+    # An existing file's bytes go to a file only its writer may read; a new file is made as
+    # any new file is (0o666 less the umask).
+    expected = 0o600 if mode is not None else 0o666 & ~umask
+    assert {stat.S_IMODE(m) for m in seen} == {expected}
+    assert stat.S_IMODE(path.stat().st_mode) == (mode if mode is not None else 0o666 & ~umask)
+    assert listing(tmp_path) == ["model.safetensors"]
+
+
+_STALLED_CHILD = """
+import os, sys, time
+import safetensors_header._replace as replace
+from safetensors_header import update_metadata, write_file
+
+path, how, umask = sys.argv[1], sys.argv[2], int(sys.argv[3], 8)
+real_write_all = replace.write_all
+
+def stalled(file, data):  # a writer that stops half-way: its temporary file stays
+    real_write_all(file, bytes(data)[: len(data) // 2])
+    print("writing", flush=True)
+    time.sleep(120)
+
+replace.write_all = stalled
+os.umask(umask)
+if how == "write_file":
+    write_file(path, {"a": ("U8", [4096], bytes(4096))})
+else:
+    update_metadata(path, {"note": "x" * 200}, in_place=False)
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits and signals")
+@pytest.mark.parametrize(
+    ("how", "mode", "umask"),
+    [
+        ("update_metadata", 0o600, 0o022),
+        ("write_file", 0o600, 0o000),
+        ("write_file", 0o644, 0o022),
+        ("write_file", None, 0o077),
+        ("write_file", None, 0o022),
+    ],
+    ids=["update-600", "write-600-umask-000", "write-644", "new-umask-077", "new-umask-022"],
+)
+def test_a_killed_writers_temporary_file_is_as_private(
+    tmp_path: Path, how: str, mode: int | None, umask: int
+) -> None:
+    # What another user could open while a writer is stopped half-way, or after it is killed.
+    path = tmp_path / "model.safetensors"
+    original = reference_bytes({"w": ("U8", (16,), bytes(16))}, {"note": "a"})
+    if mode is not None:
+        path.write_bytes(original)
+        path.chmod(mode)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_CHILD, str(path), how, f"{umask:o}"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=untraced_environment(PYTHONPATH=str(ROOT)),
+    )
+    with child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "writing\n"
+        (temporary,) = _temporaries(tmp_path)
+        during = stat.S_IMODE(temporary.stat().st_mode)
+        child.kill()
+        child.wait(timeout=60)
+    (left,) = _temporaries(tmp_path)
+    assert stat.S_IMODE(left.stat().st_mode) == during
+    assert during == (0o600 if mode is not None else 0o666 & ~umask)
+    if mode is not None:
+        assert path.read_bytes() == original
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+    else:
+        assert not path.exists()
+    write_file(path, {})  # the next writer removes what the killed one left
+    assert listing(tmp_path) == ["model.safetensors"]
+
+
+@pytest.mark.skipif(not _IS_ROOT, reason="giving a file to another user needs root")
+@pytest.mark.parametrize("how", ["write_file", "update_metadata"])
+@pytest.mark.parametrize(
+    "mode", [0o640, 0o600, 0o4750, 0o2640], ids=["640", "600", "setuid", "setgid"]
+)
+def test_root_keeps_the_owner_and_group_of_another_users_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, mode: int
+) -> None:
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(reference_bytes({"w": ("U8", (16,), bytes(16))}, {"note": "a"}))
+    os.chown(path, _OTHER_ID, _OTHER_ID)
+    path.chmod(mode)  # (after the chown, which clears setuid and setgid)
+    during: list[tuple[int, int, int]] = []
+    real_write_all = replace_module.write_all
+
+    def watched(file: Any, data: Any) -> None:
+        status = os.fstat(file.fileno())
+        during.append((status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)))
+        real_write_all(file, data)
+
+    monkeypatch.setattr(replace_module, "write_all", watched)
+    before = path.stat().st_ino
+    _rewrite(how, path)
+    after = path.stat()
+    assert after.st_ino != before  # the rename path, not an overwrite
+    assert (after.st_uid, after.st_gid, stat.S_IMODE(after.st_mode)) == (
+        _OTHER_ID,
+        _OTHER_ID,
+        mode,
+    )
+    # The owner's from the start; private to the owner until the rename.
+    assert set(during) == {(_OTHER_ID, _OTHER_ID, 0o600)}
+    assert listing(tmp_path) == ["model.safetensors"]
+
+
+@pytest.mark.skipif(not _IS_ROOT, reason="a file of another user needs root to make")
+@pytest.mark.parametrize("how", ["write_file", "update_metadata"])
+def test_an_owner_that_cannot_be_kept_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # As a non-root user's fchown fails (the file system's refusal, simulated here; the
+    # next test has a real user's): refused before a byte is written, nothing changed.
+    path = tmp_path / "model.safetensors"
+    original = reference_bytes({"w": ("U8", (16,), bytes(16))}, {"note": "a"})
+    path.write_bytes(original)
+    os.chown(path, _OTHER_ID, _OTHER_ID)
+
+    def refuse(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchown", refuse)
+    monkeypatch.setattr(replace_module, "write_all", None)  # a write would be a TypeError
+    with pytest.raises(PermissionError, match="keep its owner and group") as caught:
+        _rewrite(how, path)
+    assert caught.value.filename == str(path)
+    assert f"uid {_OTHER_ID}, gid {_OTHER_ID}" in str(caught.value)
+    assert "Operation not permitted" in str(caught.value)
+    assert path.read_bytes() == original
+    assert path.stat().st_uid == _OTHER_ID
+    assert listing(tmp_path) == ["model.safetensors"]
+
+
+_AS_ANOTHER_USER = """
+import sys
+from safetensors_header import update_metadata, write_file
+path, how = sys.argv[1], sys.argv[2]
+try:
+    if how == "write_file":
+        write_file(path, {"a": ("U8", [1], b"a")})
+    else:
+        update_metadata(path, {"note": "x" * 200}, in_place=False)
+except PermissionError as error:
+    print(type(error).__name__, error.errno, error.filename == path, error.strerror)
+else:
+    print("written")
+"""
+
+
+@pytest.mark.skipif(not _IS_ROOT, reason="running as another user needs root")
+@pytest.mark.parametrize("how", ["write_file", "update_metadata"])
+def test_a_user_cannot_take_another_users_file_by_rewriting_it(how: str) -> None:
+    # A real unprivileged process (uid and gid 65534) in a directory it may write, rewriting
+    # a file of root's that it may read and write: refused, the file is still root's.
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as directory:
+        os.chmod(directory, 0o777)  # (not sticky: a rename over root's file is allowed)
+        path = Path(directory) / "model.safetensors"
+        original = reference_bytes({"w": ("U8", (16,), bytes(16))}, {"note": "a"})
+        path.write_bytes(original)
+        path.chmod(0o666)
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:  # pragma: no cover - util-linux is on every Linux CI image
+            pytest.skip("setpriv is not installed")
+        done = subprocess.run(
+            [
+                *(setpriv, f"--reuid={_OTHER_ID}", f"--regid={_OTHER_ID}", "--clear-groups"),
+                *(sys.executable, "-c", _AS_ANOTHER_USER, str(path), how),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=untraced_environment(PYTHONPATH=str(ROOT)),
+            cwd=directory,
+        )
+        if "ModuleNotFoundError" in done.stderr:  # pragma: no cover - a checkout it cannot read
+            pytest.skip(f"user {_OTHER_ID} cannot read this checkout")
+        assert done.returncode == 0, done.stderr
+        verdict, number, named, reason = done.stdout.split(" ", 3)
+        assert (verdict, number, named) == ("PermissionError", "1", "True"), done.stdout
+        assert "cannot replace it and keep its owner and group (uid 0, gid 0)" in reason
+        assert f"the new file would be uid {_OTHER_ID}" in reason
+        assert path.read_bytes() == original
+        assert (path.stat().st_uid, path.stat().st_gid) == (0, 0)
+        assert listing(Path(directory)) == ["model.safetensors"]
