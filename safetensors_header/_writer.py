@@ -153,14 +153,14 @@ def update_metadata(
     permission bits, owner and group are kept, and the new file is private to its writer
     until the rename, as for `write_file`). The temporary file is
     ``.<name>.<16 hex digits>.tmp`` next to the file; one left by a killed process is removed
-    by the next rewrite of the same file (see `write_file`). In place, the header is rewritten in three
-    synced steps: the 8-byte length prefix is replaced by a marker (``TORN-HDR``), the
-    header's N bytes are written, then the real prefix. A process stopped at any moment
-    (``SIGKILL``, ``SIGTERM``, a crash) or a power loss leaves the old header, the new one,
-    or a file that every reader rejects (``HeaderTooLarge``) and that `read_header` says is
-    torn (``HeaderError.hint``); never a mix of the two that reads as valid. The data is
-    never touched. If a write raises, the old header is written back before the error
-    propagates. In place needs write permission on the file.
+    by the next rewrite of the same file (see `write_file`). In place, the header is
+    rewritten in three synced steps: the 8-byte length prefix is replaced by a marker
+    (``TORN-HDR``), the header's N bytes are written, then the real prefix. A process stopped
+    at any moment (``SIGKILL``, ``SIGTERM``, a crash) or a power loss leaves the old header,
+    the new one, or a file that every reader rejects (``HeaderTooLarge``) and that
+    `read_header` says is torn (``HeaderError.hint``); never a mix of the two that reads as
+    valid. The data is never touched. If a write raises, the old header is written back
+    before the error propagates. In place needs write permission on the file.
 
     Returns:
         The new `Header`, as `read_header` would return it.
