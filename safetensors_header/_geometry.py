@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 # The divisor search tries at most this many candidates per axis. Dimensions of real files are
 # far below 2**40, where the search always ends sooner; past it (a header that claims a huge
-# tensor) the result is still a divisor, maybe not the largest one under the target.
+# tensor) the result is still a divisor, maybe not the one nearest the target.
 _MAX_DIVISOR_TRIES: Final = 1 << 20
 
 
@@ -134,12 +134,17 @@ def iter_chunks(
 
 
 def auto_chunk_shape(info: Placed, target: int, /) -> tuple[int, ...]:
-    """The contiguous chunk shape with the most bytes not above `target` (in bytes).
+    """The contiguous chunk shape for a target chunk size of `target` bytes.
 
-    When no chunk fits, the smallest there is: one element, or for the packed dtypes the
-    fewest elements that fill whole bytes. A tensor at most `target` bytes is one chunk; a
-    scalar is always one; a zero-size tensor, which has no chunk, gets its shape with 0s
-    made 1 (Zarr's chunk sizes are at least 1).
+    The largest contiguous chunk not above `target`, when it is at least a quarter of it;
+    otherwise the smallest one above `target` (up to the whole tensor). A chunk is never below
+    a quarter of the target unless the whole tensor is, because a tensor whose axis has no
+    divisor near the target (an embedding of 30,522 = 2 x 3 x 5,087 rows) would otherwise be
+    cut into thousands of tiny chunks, each a request: a few chunks larger than the target
+    cost far less to read than many much smaller. A tensor at most `target` bytes is one
+    chunk; a scalar is always one; a zero-size tensor, which has no chunk, gets its shape with
+    0s made 1 (Zarr's chunk sizes are at least 1). Packed dtypes (``F4``, ``F6_*``) are cut
+    into whole bytes only.
     """
     shape = info.shape
     if 0 in shape:
@@ -148,24 +153,32 @@ def auto_chunk_shape(info: Placed, target: int, /) -> tuple[int, ...]:
         return ()
     bits = DTYPE_BITS[info.dtype]
     budget = target * 8  # in bits, for the packed dtypes
-    best: tuple[int, int, int] | None = None  # (bits, axis, size) of the largest that fits
-    smallest: tuple[int, int, int] | None = None
+    below: tuple[int, int, int] | None = None  # (bits, axis, size): the largest not above
+    above: tuple[int, int, int] | None = None  # the smallest above the budget
     tail = 1  # elements after `axis`
     for axis in reversed(range(len(shape))):
         unit = tail * bits  # the bits of a chunk that takes 1 on `axis`
         step = 8 // math.gcd(unit, 8)  # sizes on `axis` must be multiples of it: whole bytes
         length = shape[axis]
         if length % step == 0:
-            low = (step * unit, axis, step)
-            smallest = low if smallest is None or low[0] < smallest[0] else smallest
-            count = budget // (step * unit)
+            groups, group = length // step, step * unit  # sizes are k * step, k dividing groups
+            count = budget // group
             if count >= 1:
-                size = step * _largest_divisor_at_most(length // step, count)
-                if best is None or size * unit > best[0]:
-                    best = (size * unit, axis, size)
+                size = step * _largest_divisor_at_most(groups, count)
+                if below is None or size * unit > below[0]:
+                    below = (size * unit, axis, size)
+            need = -(-budget // group)  # the fewest groups above (or at) the budget
+            if need <= groups:
+                size = step * (groups // _largest_divisor_at_most(groups, groups // need))
+                if size * unit > budget and (above is None or size * unit < above[0]):
+                    above = (size * unit, axis, size)
         tail *= length
-    assert smallest is not None  # the first axis always qualifies: the whole tensor's bytes
-    _, axis, size = best or smallest
+    # The first axis always gives one of the two: the whole tensor's bytes.
+    if below is not None and (4 * below[0] >= budget or above is None):
+        _, axis, size = below
+    else:
+        assert above is not None
+        _, axis, size = above
     return (1,) * axis + (size,) + shape[axis + 1 :]
 
 

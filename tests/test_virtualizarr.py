@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,37 @@ def test_chunked_virtual_arrays(numeric: tuple[Path, dict[str, Any]], chunks: An
     )
     for name, array in expected.items():
         _assert_same(loaded[node_name(name)].values, array)
+
+
+@pytest.mark.parametrize("target", [1 << 20, 4 << 20], ids=["1MiB", "4MiB"])
+def test_a_target_never_makes_chunks_below_a_quarter_of_it(tmp_path: Path, target: int) -> None:
+    from safetensors_header.zarr import chunk_shape
+
+    # Real models' shapes whose first axis has no divisor near a MiB: MiniLM's embedding
+    # (30,522 = 2 x 3 x 5,087 rows), Llama 3's (128,256 rows), and a small 3-d tensor. The
+    # file is sparse: only its header is read.
+    shapes = {"minilm": ("F32", [30522, 384], 4), "llama": ("BF16", [128256, 4096], 2)}
+    shapes["small"] = ("F32", [3, 5087, 7], 4)
+    entries, offset = {}, 0
+    for name, (dtype, shape, size) in shapes.items():
+        entries[name] = tensor(dtype, shape, offset, offset + size * math.prod(shape))
+        offset += size * math.prod(shape)
+    path = tmp_path / "real.safetensors"
+    path.write_bytes(build(entries))
+    with path.open("r+b") as file:
+        file.truncate(path.stat().st_size + offset)
+    header = read_header(path)
+    vds = open_virtual_dataset(
+        path.as_uri(), registry=_registry(), parser=SafetensorsParser(chunks=target)
+    )
+    for name, info in header.tensors.items():
+        array = vds[name].data
+        assert array.metadata.chunks == chunk_shape(info, chunks=target)
+        lengths = [entry["length"] for entry in array.manifest.dict().values()]
+        assert sum(lengths) == info.nbytes
+        assert min(lengths) * 4 >= min(target, 4 * info.nbytes), name
+    assert vds["minilm"].data.manifest.shape_chunk_grid == (6, 1)  # 5,087 rows a chunk
+    assert vds["small"].data.manifest.shape_chunk_grid == (1, 1, 1)  # smaller: whole
 
 
 def test_chunks_that_cannot_work(numeric: tuple[Path, dict[str, Any]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -511,6 +512,48 @@ def test_array_metadata_takes_a_chunk_shape_or_a_target() -> None:
     assert array_metadata(info, zarr_format=2, chunks=48)["chunks"] == [2, 6]
     with pytest.raises(ValueError, match="does not divide"):
         array_metadata(info, chunks=(1, 4))
+
+
+# Real models' shapes whose first axis has no divisor near a MiB: MiniLM's embedding
+# (30,522 = 2 x 3 x 5,087 rows), Llama 3's (128,256 rows) and a small 3-d tensor.
+REAL_SHAPES = {
+    "minilm": ("F32", [30522, 384]),
+    "llama": ("BF16", [128256, 4096]),
+    "small": ("F32", [3, 5087, 7]),
+}
+
+
+def real_shapes_header() -> bytes:
+    """The header of a file of `REAL_SHAPES` (the bytes up to the data, which is not read)."""
+    entries, offset = {}, 0
+    for name, (dtype, shape) in REAL_SHAPES.items():
+        end = offset + math.prod(shape) * DTYPES[dtype].bits // 8
+        entries[name] = tensor(dtype, shape, offset, end)
+        offset = end
+    return build(entries)
+
+
+@pytest.mark.parametrize("target", [1 << 20, 4 << 20], ids=["1MiB", "4MiB"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_target_never_makes_chunks_below_a_quarter_of_it(zarr_format: int, target: int) -> None:
+    from safetensors_header.zarr import chunk_shape
+
+    header = parse_header(real_shapes_header())
+    refs = to_kerchunk(header, "x.safetensors", zarr_format=zarr_format, chunks=target)["refs"]
+    documents = to_zarr(header, zarr_format=zarr_format, chunks=target)
+    document = "zarr.json" if zarr_format == 3 else ".zarray"
+    for name, info in header.tensors.items():
+        sizes = chunk_shape(info, chunks=target)
+        for metadata in (json.loads(refs[f"{name}/{document}"]), documents[f"{name}/{document}"]):
+            if zarr_format == 2:
+                assert metadata["chunks"] == list(sizes)
+            else:
+                assert metadata["chunk_grid"]["configuration"]["chunk_shape"] == list(sizes)
+        lengths = [refs[key][2] for key in _chunk_keys(refs, name)]
+        assert sum(lengths) == info.nbytes
+        assert min(lengths) * 4 >= min(target, 4 * info.nbytes), name
+    assert len(_chunk_keys(refs, "minilm")) == 6  # of 5,087 rows each
+    assert len(_chunk_keys(refs, "small")) == 1  # smaller than the target: whole
 
 
 # --- checkpoints ----------------------------------------------------------------------------
