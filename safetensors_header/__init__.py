@@ -23,24 +23,33 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, read_checkpoint
+    from ._describe import describe_model
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._hashes import TensorHashes, hash_tensors, verify_tensors
     from ._hub import hub_url
+    from ._model import Adapter, DtypeParameters, Evidence, Inference, ModelInfo, Quantization
     from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
     from ._transport import Transport
     from ._writer import update_metadata, write_file
 
-# The audit, the checkpoint reader, the data path, read plans, hashes and the writer load
-# on first use, so that reading one header (and the command line's cold start) pays only for
-# the core. The adapters are submodules, imported by name: safetensors_header.numpy, .zarr,
-# .virtualizarr, .icechunk and .awkward.
+# The audit, the checkpoint reader, the data path, read plans, hashes, the model's
+# description and the writer load on first use, so that reading one header (and the command
+# line's cold start) pays only for the core. The adapters are submodules, imported by name:
+# safetensors_header.numpy, .zarr, .virtualizarr, .icechunk and .awkward.
 _LAZY = {
     "FINDING_KINDS": "_audit",
     "Finding": "_audit",
     "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
     "read_checkpoint": "_checkpoint",
+    "describe_model": "_describe",
+    "Adapter": "_model",
+    "DtypeParameters": "_model",
+    "Evidence": "_model",
+    "Inference": "_model",
+    "ModelInfo": "_model",
+    "Quantization": "_model",
     "SafetensorsFile": "_fetch",
     "open_file": "_fetch",
     "read_ranges": "_fetch",
@@ -84,13 +93,19 @@ __all__ = [
     "KINDS",
     "MAX_HEADER_SIZE",
     "TENSOR_PARALLEL",
+    "Adapter",
     "Checkpoint",
     "Dtype",
+    "DtypeParameters",
     "DtypeTotal",
+    "Evidence",
     "Finding",
     "Header",
     "HeaderError",
+    "Inference",
+    "ModelInfo",
     "PlannedTensor",
+    "Quantization",
     "ReadPlan",
     "RemoteError",
     "SafetensorsFile",
@@ -103,6 +118,7 @@ __all__ = [
     "__version__",
     "audit_header",
     "bytes_needed",
+    "describe_model",
     "encode_header",
     "hash_tensors",
     "hub_url",

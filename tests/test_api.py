@@ -79,6 +79,13 @@ def test_public_names() -> None:
         "verify_tensors",
         "TensorHashes",
         "hub_url",
+        "describe_model",
+        "ModelInfo",
+        "Evidence",
+        "Quantization",
+        "DtypeParameters",
+        "Adapter",
+        "Inference",
     }
     assert MAX_HEADER_SIZE == 100_000_000
 

@@ -49,6 +49,7 @@ MEMBERS = [
         "_audit",
         "_encode",
         "_record",
+        "_model",
     ],
     [
         "_options",
@@ -61,7 +62,7 @@ MEMBERS = [
         "_stores",
         "_sources",
     ],
-    ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer"],
+    ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer", "_describe"],
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
 ]
 LAYERS = {module: rank for rank, names in enumerate(MEMBERS) for module in names}

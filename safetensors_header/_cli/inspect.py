@@ -143,6 +143,7 @@ def _inspect_checkpoint(
 
 def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool) -> None:
     """--tree: the tensors grouped by module, repeated blocks shown once."""
+    from .model import describe_read, model_document, model_lines
     from .tree import tree_document, tree_of, tree_rows
 
     checkpoint = read.checkpoint
@@ -150,8 +151,17 @@ def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool
     tensors = _shown_tensors(args, everything.values(), offsets_comparable=False)
     root = tree_of(tensors)
     sums = totals(tensors)
+    model = describe_read(read)  # of every tensor, whatever --filter shows
     if args.json:
-        out.json({"path": read.source, "tree": tree_document(root), "totals": sums, "error": None})
+        out.json(
+            {
+                "path": read.source,
+                "model": model_document(model),
+                "tree": tree_document(root),
+                "totals": sums,
+                "error": None,
+            }
+        )
         return
     sizes = _sizes(args, out)
     if not first:
@@ -162,6 +172,7 @@ def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool
         f"{count(len(tensors), 'tensor')}{files}, {sizes.total(sums['numel'], 'parameter')}, "
         f"{sizes.total(sums['nbytes'], 'byte')}",
     )
+    model_lines(out, model, exact=sizes.exact)
     repeated = tree_rows(out, root, exact=sizes.exact)
     _totals_table(out, sums, sizes)
     if repeated:
