@@ -862,7 +862,8 @@ def _schemes(
     for scheme, entry in sorted(schemes.items(), key=lambda item: -item[1].parameters):
         bits = max(entry.bits, key=entry.bits.__getitem__)
         group = max(entry.groups, key=entry.groups.__getitem__) if entry.groups else None
-        said(scheme, "tensor names", f"{entry.tensors:,} quantized weights, e.g. {entry.example}")
+        weights = f"{entry.tensors:,} quantized weight{'' if entry.tensors == 1 else 's'}"
+        said(scheme, "tensor names", f"{weights}, e.g. {entry.example}")
         how = max(entry.hows, key=entry.hows.__getitem__)
         said(f"{bits} bits", _BASES[how], entry.layout)
         found.append(
