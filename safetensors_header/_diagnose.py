@@ -9,7 +9,7 @@ error there is. The kind stays the reference's; these hints ride along with it.
 
 from __future__ import annotations
 
-__all__ = ["SNIFF_SIZE", "TORN_PREFIX", "cut", "listed", "sniff", "truncation_hint"]
+__all__ = ["DIAGNOSIS", "SNIFF_SIZE", "TORN_PREFIX", "cut", "listed", "sniff", "truncation_hint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from typing import Final
 
 SNIFF_SIZE: Final = 64  # bytes from the start of the file that `sniff` looks at
+#: How every hint that says what a file is instead begins ("this is an HTML or XML page,
+#: ..."): messages put such a diagnosis first, and the numbers of the error after it.
+DIAGNOSIS: Final = "this is "
 _LISTED: Final = 5  # names a message lists
 
 #: The length prefix `update_metadata` writes while it rewrites a header in place, before any

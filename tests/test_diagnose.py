@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pickle
 import struct
+import subprocess
+import sys
 import zipfile
 from io import BytesIO
+from pathlib import Path
 
 import pytest
 from helpers import HAVE_REFERENCE, build, reference_kind, tensor
@@ -151,3 +154,36 @@ def test_a_truncated_data_buffer_states_its_shortfall_once() -> None:
     assert "it ends 30 bytes short" in str(error)
     assert error.hint is not None
     assert "30" not in error.hint
+
+
+_HTML = b"<!DOCTYPE html>\n<html><body>Sign in</body></html>"
+
+
+@pytest.mark.parametrize(
+    ("data", "diagnosis"),
+    [
+        pytest.param(_HTML, "this is an HTML or XML page", id="html"),
+        pytest.param(LFS, "this is a Git LFS pointer file", id="git-lfs-pointer"),
+    ],
+)
+def test_validate_says_what_the_file_is_right_after_its_kind(
+    tmp_path: Path, data: bytes, diagnosis: str
+) -> None:
+    # `PATH: KIND:` stays for scripts; then what the file is and what to do, the numbers last.
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(data)
+    with pytest.raises(HeaderError) as info:
+        read_header(path)
+    error = info.value
+    assert error.hint is not None
+    assert error.hint.startswith(diagnosis)
+    result = subprocess.run(
+        [sys.executable, "-m", "safetensors_header", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout == f"{path}: HeaderTooLarge: {error.hint} ({error.message})\n"
+    assert result.stdout.index(diagnosis) < result.stdout.index("the header length is")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._diagnose import DIAGNOSIS
 from .._errors import HeaderError
 from .documents import finding_document
 from .hash import hashes_of, load_manifests
@@ -55,7 +56,7 @@ class _Verdict:
     def lines(self) -> list[str]:
         where = shown_source(self.source)
         if self.failure is not None:
-            return [f"{where}: {self.failure.text()}"]
+            return [f"{where}: {_verdict(self.failure)}"]
         strict = [*self.findings, *self.problems] if self.strict else self.findings
         warnings = [] if self.strict else self.problems
         if strict:
@@ -77,6 +78,15 @@ class _Verdict:
                 else []
             ),
         ]
+
+
+def _verdict(failure: Failure) -> str:
+    """``KIND: ...``, which scripts read by its kind; then, for a file that is something else
+    (an HTML page, an LFS pointer...), what it is and what to do, and the numbers last (as
+    `inspect` says it); otherwise the message, then the hint."""
+    if failure.hint is not None and failure.hint.startswith(DIAGNOSIS):
+        return f"{failure.kind}: {failure.hint} ({failure.message})"
+    return failure.text()
 
 
 def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
