@@ -1,12 +1,20 @@
-"""Content hashes of tensors: a digest per tensor, one over them all, and their verification.
+"""Content hashes of tensors and files: a digest per tensor, one over them all, a fingerprint
+that survives resharding, each file's own digest, and their verification.
 
 Layer: services (on the data path).
 
 The format has no checksum, and a file's own hash changes with its metadata. Knowing where
 every tensor is, this module hashes each tensor's bytes alone, through the data path (any
-source), a bounded buffer at a time on every core (hashlib lets go of the GIL for large
-buffers), so that a checkpoint can carry a manifest of its tensors that `update_metadata`
-leaves valid.
+source), so that a checkpoint can carry a manifest of its tensors that `update_metadata`
+leaves valid; from those digests and the header it makes a fingerprint of the model that
+sharding, tensor order, metadata and padding leave unchanged; and in the same pass it can
+hash each file whole (``sha256sum``'s digest, which the Hub publishes). Every digest is
+defined in docs/integrity.md, byte for byte.
+
+Speed: the bytes are read a piece at a time into a buffer that stays in the core's cache
+(`_PIECE`), and hashed there, on every core: hashlib and blake3 let go of the GIL for large
+buffers. A whole file's digest is one sequence: its pieces are read and hashed in order by
+one thread while a second hashes the same pieces into the tensors' digests.
 """
 
 from __future__ import annotations
@@ -14,77 +22,146 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._checkpoint import files_of
-from ._fetch import read_planned
-from ._options import Clock
-from ._rangefile import run_parallel
 from ._record import frozen_record, set_fields
 
-__all__ = ["TensorHashes", "hash_tensors", "verify_tensors"]
+__all__ = ["BLAKE3", "TensorHashes", "hash_tensors", "tensor_fingerprint", "verify_tensors"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from collections.abc import Iterator, Sequence
+    from typing import Any, Final, Protocol
 
     from ._fetch import SafetensorsFile
     from ._header import TensorInfo
 
-_CHUNK: Final = 8 << 20  # bytes read and hashed at a time, per worker
+    class Hasher(Protocol):
+        """What hashlib's objects and blake3's have in common."""
+
+        def update(self, data: memoryview | bytes, /) -> object: ...
+        def digest(self) -> bytes: ...
+        def hexdigest(self) -> str: ...
+
+
+# Bytes read and hashed at a time from a local file: in the core's L2 cache when hashed.
+# benchmarks/bench_hash.py measured 1 MiB pieces against 8 MiB ones (see its README).
+_PIECE: Final = 1 << 20
+# A source whose requests cost more (a URL, an object store: its `gap`, the bytes a request
+# is worth) is read in pieces of at least this many of its gaps: 8 MiB for a URL.
+_GAPS_PER_PIECE: Final = 8
+_IN_FLIGHT: Final = 3  # pieces of a file being hashed whole: one read, one hashed, one spare
+BLAKE3: Final = "blake3"  # not in hashlib: the blake3 package's, when it is installed
 _MANIFEST_KEYS: Final = ("algorithm", "content", "tensors")
+_U64: Final = 8  # bytes of each length and dimension in a tensor's fingerprint record
 
 
 @frozen_record()
 class TensorHashes:
-    """The digests of a file's or a checkpoint's tensors: `hash_tensors`.
+    """The digests of a file's or a checkpoint's tensors (and files): `hash_tensors`.
+
+    Every digest is defined in docs/integrity.md precisely enough to compute it again.
 
     Attributes:
-        algorithm: The hashlib name of the algorithm (``"sha256"``).
+        algorithm: The algorithm of every digest: a hashlib name (``"sha256"``) or
+            ``"blake3"``.
         tensors: Tensor name -> the hex digest of its bytes (as stored: little-endian, C
             order), in file order (a checkpoint's shards in order).
         content: The hex digest of the tensors' digests, in that order (a hash list): it
             changes when any tensor's bytes, or the tensors' order, change, and never with
             the header (names aside, metadata, padding).
+        fingerprint: The model's fingerprint: the digest of the tensors' fingerprints
+            (`fingerprints`) in the order of their names. Unchanged by sharding, tensor
+            order, metadata and padding; changed by any tensor's name, dtype, shape or
+            bytes. ``None`` for a manifest written without one.
+        fingerprints: Tensor name -> its fingerprint, the digest of its name, dtype, shape
+            and bytes; empty for a manifest written without them.
+        files: File -> the hex digest of the whole file, header included (for sha256,
+            ``sha256sum``'s and the Hub's): a checkpoint's shards by their names, a single
+            file by its source as shown in messages. Empty unless asked for
+            (``hash_tensors(..., files=True)``).
     """
 
-    __slots__ = ("algorithm", "tensors", "content")  # noqa: RUF023 - the fields, in order
+    __slots__ = ("algorithm", "tensors", "content", "fingerprint", "fingerprints", "files")  # noqa: RUF023 - the fields, in order
 
     algorithm: str
     tensors: Mapping[str, str]
     content: str
+    fingerprint: str | None
+    fingerprints: Mapping[str, str]
+    files: Mapping[str, str]
 
-    def __init__(self, algorithm: str, tensors: Mapping[str, str], content: str) -> None:
-        set_fields(self, TensorHashes, (algorithm, MappingProxyType(dict(tensors)), content))
+    def __init__(  # noqa: PLR0917 - the fields, in order
+        self,
+        algorithm: str,
+        tensors: Mapping[str, str],
+        content: str,
+        fingerprint: str | None = None,
+        fingerprints: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
+    ) -> None:
+        set_fields(
+            self,
+            TensorHashes,
+            (
+                algorithm,
+                MappingProxyType(dict(tensors)),
+                content,
+                fingerprint,
+                MappingProxyType(dict(fingerprints or {})),
+                MappingProxyType(dict(files or {})),
+            ),
+        )
 
     def manifest(self) -> dict[str, Any]:
-        """The digests as a JSON-able document: ``{"algorithm", "content", "tensors"}``."""
-        return {"algorithm": self.algorithm, "content": self.content, "tensors": dict(self.tensors)}
+        """The digests as a JSON-able document: ``{"algorithm", "content", "tensors",
+        "fingerprint", "fingerprints", "files"}`` (the last three when known)."""
+        document: dict[str, Any] = {
+            "algorithm": self.algorithm,
+            "content": self.content,
+            "tensors": dict(self.tensors),
+        }
+        if self.fingerprint is not None:
+            document["fingerprint"] = self.fingerprint
+        if self.fingerprints:
+            document["fingerprints"] = dict(self.fingerprints)
+        if self.files:
+            document["files"] = dict(self.files)
+        return document
 
     @classmethod
     def from_manifest(cls, document: object) -> TensorHashes:
-        """The digests of a `manifest` document (as read back with ``json.load``).
+        """The digests of a `manifest` document (as read back with ``json.load``): of this
+        version, or of one without ``fingerprint``, ``fingerprints`` and ``files``.
 
-        Raises ValueError when it is not one: keys missing, digests that are not hex
-        strings of the algorithm's length, an algorithm hashlib does not have.
+        Hex digits of either case are read (and kept in lower case, as ``hexdigest``
+        writes them). Raises ValueError, and nothing else, when it is not a manifest: keys
+        missing, digests that are not hex strings of the algorithm's length, an algorithm
+        that is not a string or not one this Python has.
         """
         if not isinstance(document, Mapping) or not all(key in document for key in _MANIFEST_KEYS):
             raise ValueError(f"a manifest is an object with the keys {', '.join(_MANIFEST_KEYS)}")
-        algorithm, tensors = document["algorithm"], document["tensors"]
+        algorithm = document["algorithm"]
+        if not isinstance(algorithm, str):
+            raise ValueError(f"a manifest's algorithm is a string, not {_described(algorithm)}")
         size = _digest_size(algorithm) * 2
-        if not isinstance(tensors, Mapping):
-            raise ValueError("a manifest's tensors are an object of name to hex digest")
-        for name, digest in [("content", document["content"]), *tensors.items()]:
-            if not (isinstance(name, str) and _is_hex(digest, size)):
-                raise ValueError(
-                    f"{name!r:.80}: a {algorithm} digest is {size} hex digits, not {digest!r:.80}"
-                )
-        return cls(algorithm, tensors, document["content"])
+        content = _hex(document["content"], size, algorithm, "content")
+        tensors = _digests(document["tensors"], size, algorithm, "tensors")
+        fingerprint = document.get("fingerprint")
+        if fingerprint is not None:
+            fingerprint = _hex(fingerprint, size, algorithm, "fingerprint")
+        fingerprints = _digests(document.get("fingerprints", {}), size, algorithm, "fingerprints")
+        files = _digests(document.get("files", {}), size, algorithm, "files")
+        return cls(algorithm, tensors, content, fingerprint, fingerprints, files)
 
     def differences(self, other: TensorHashes) -> dict[str, str]:
-        """Tensor name -> how `other` differs from these digests: ``"changed"``,
-        ``"missing"`` (not in `other`) or ``"added"`` (only in `other`); empty when the same."""
+        """Tensor name -> how `other` differs from these digests: ``"changed"`` (its bytes,
+        or, where both have fingerprints, its dtype or shape), ``"missing"`` (not in
+        `other`) or ``"added"`` (only in `other`); empty when the same."""
         if other.algorithm != self.algorithm:
             raise ValueError(f"digests of {self.algorithm} and {other.algorithm} do not compare")
         found: dict[str, str] = {}
@@ -94,6 +171,10 @@ class TensorHashes:
                 found[name] = "missing"
             elif not hmac.compare_digest(theirs, digest):
                 found[name] = "changed"
+            else:
+                mine, their_fingerprint = self.fingerprints.get(name), other.fingerprints.get(name)
+                if mine is not None and their_fingerprint is not None and mine != their_fingerprint:
+                    found[name] = "changed"  # the same bytes as another dtype or shape
         found.update({name: "added" for name in other.tensors if name not in self.tensors})
         return found
 
@@ -105,7 +186,17 @@ class TensorHashes:
         )
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (TensorHashes, (self.algorithm, dict(self.tensors), self.content))
+        return (
+            TensorHashes,
+            (
+                self.algorithm,
+                dict(self.tensors),
+                self.content,
+                self.fingerprint,
+                dict(self.fingerprints),
+                dict(self.files),
+            ),
+        )
 
 
 def hash_tensors(
@@ -113,21 +204,29 @@ def hash_tensors(
     /,
     *,
     algorithm: str = "sha256",
+    files: bool = False,
     max_workers: int | None = None,
     timeout: float | None = None,
     progress: Callable[[int, int], object] | None = None,
 ) -> TensorHashes:
-    """The digest of every tensor's bytes of a file or a checkpoint, and one over them all.
+    """The digest of every tensor's bytes of a file or a checkpoint, one over them all, the
+    model's fingerprint, and (with `files`) each file's digest, in one pass over the bytes.
 
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index (a
             path, or a URL ending in ``.json``), or any source `open_file` takes.
-        algorithm: A hashlib algorithm (``"sha256"``, ``"blake2b"``, ``"sha512"``...; not
-            one of variable length such as ``"shake_128"``).
-        max_workers: Tensors hashed at once (default: the cores, at least 2): each worker
-            reads a tensor a few MiB at a time into a buffer of its own and hashes it.
+        algorithm: Any algorithm of hashlib of a fixed size (``"sha256"``, ``"blake2b"``,
+            ``"sha512"``, ``"sha3_256"``...; not ``"shake_128"``), or ``"blake3"`` when the
+            ``blake3`` package is installed (``pip install 'safetensors_header[blake3]'``),
+            which hashes each piece on every core itself.
+        files: Also hash each file whole, header included (``TensorHashes.files``): with
+            sha256, what ``sha256sum`` prints and the Hub publishes. The bytes are read
+            once; each is hashed twice (each file's pieces in order on one core, the
+            tensors' on another).
+        max_workers: Threads at once (default: the cores, at least 2): each reads a piece
+            into a buffer of its own and hashes it.
         timeout: Seconds the whole call may take (``None``: no bound).
-        progress: Called as ``progress(bytes hashed, bytes in all)`` as the work goes on
+        progress: Called as ``progress(bytes read, bytes in all)`` as the work goes on
             (from the worker threads, one call at a time: keep it quick), for a progress
             bar of the caller's.
 
@@ -135,46 +234,57 @@ def hash_tensors(
         `TensorHashes`; ``.manifest()`` is its JSON form.
 
     Raises:
-        ValueError: An algorithm hashlib does not have.
+        ValueError: An algorithm hashlib does not have (or ``"blake3"`` without the
+            package).
         HeaderError, RemoteError, OSError: As the data path raises them (a file changed
             while it was read: ``FileChanged``).
+        TimeoutError: `timeout` was up.
     """
-    _digest_size(algorithm)
-    infos = [(file, info) for _, file in files_of(source) for info in file.header.tensors.values()]
+    new = _hasher(algorithm)
+    named = files_of(source)
+    infos = [(file, info) for _, file in named for info in file.header.tensors.values()]
     workers = max_workers or max(2, os.cpu_count() or 1)
-    clock = Clock(timeout)
-    digests: dict[str, str] = {}
-    # The largest tensors first, so that the workers finish together.
-    order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
-    buffers: dict[int, memoryview] = {}
-    import threading
+    deadline = _Deadline(timeout)
+    tick = None if progress is None else _Progress(progress, _total(named, infos, files=files))
+    digests: dict[str, bytes] = {}
+    whole: dict[str, str] = {}
+    if files:
+        # Each file is read once, in order: its own digest on one thread, its tensors' on
+        # a second (`_whole_file`); as many files at once as there are pairs of workers.
+        def hash_file(job: tuple[str, SafetensorsFile]) -> None:
+            name, file = job
+            whole[name] = _whole_file(file, new, digests, deadline, tick)
 
-    total = sum(info.nbytes for _, info in infos)
-    done = 0
-    lock = threading.Lock()
+        jobs = [(name or file.source, file) for name, file in named]
+        jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
+        _run_parallel(hash_file, jobs, max(1, workers // 2))
+    else:
 
-    def hashed(count: int) -> None:
-        nonlocal done
-        with lock:
-            done += count
-            progress(done, total)  # type: ignore[misc]
+        def hash_tensor(index: int) -> None:
+            file, info = infos[index]
+            digests[info.name] = _tensor_digest(file, info, new, deadline, tick)
 
-    tick = None if progress is None else hashed
-
-    def work(index: int) -> None:
-        file, info = infos[index]
-        ident = threading.get_ident()
-        buffer = buffers.get(ident)
-        if buffer is None:
-            buffer = buffers[ident] = memoryview(bytearray(_CHUNK))
-        digests[info.name] = _digest(file, info, algorithm, buffer, clock, tick=tick)
-
-    run_parallel(work, order, min(workers, len(order)) or 1)
+        # The largest tensors first, so that the workers finish together.
+        order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
+        _run_parallel(hash_tensor, order, workers)
     ordered = {info.name: digests[info.name] for _, info in infos}
-    content = hashlib.new(algorithm)
+    content = new()
     for digest in ordered.values():
-        content.update(bytes.fromhex(digest))
-    return TensorHashes(algorithm, ordered, content.hexdigest())
+        content.update(digest)
+    fingerprints = {
+        info.name: tensor_fingerprint(info.name, info.dtype, info.shape, ordered[info.name], new)
+        for _, info in infos
+    }
+    return TensorHashes(
+        algorithm,
+        {name: digest.hex() for name, digest in ordered.items()},
+        content.hexdigest(),
+        _model_fingerprint(fingerprints, new),
+        {name: digest.hex() for name, digest in fingerprints.items()},
+        {name or file.source: whole[name or file.source] for name, file in named}
+        if files
+        else None,
+    )
 
 
 def verify_tensors(
@@ -182,56 +292,315 @@ def verify_tensors(
 ) -> dict[str, str]:
     """Hash `source`'s tensors and compare them with `expected` (`TensorHashes`, or a
     manifest document): tensor name -> ``"changed"``, ``"missing"`` or ``"added"``, empty
-    when every tensor matches. `options` are `hash_tensors`' (the algorithm is the
-    manifest's)."""
+    when every tensor matches (`TensorHashes.differences`). `options` are `hash_tensors'`
+    (the algorithm is the manifest's)."""
     if not isinstance(expected, TensorHashes):
         expected = TensorHashes.from_manifest(expected)
     found = hash_tensors(source, algorithm=expected.algorithm, **options)
     return expected.differences(found)
 
 
-def _digest(
+def tensor_fingerprint(
+    name: str,
+    dtype: str,
+    shape: Sequence[int],
+    digest: bytes,
+    new: Callable[[], Hasher] | str = "sha256",
+) -> bytes:
+    """A tensor's fingerprint: the digest of its record, ``u64(len(name)) name
+    u64(len(dtype)) dtype u64(len(shape)) u64(dim)... digest``, where ``name`` is UTF-8,
+    ``dtype`` ASCII (the header's ``"BF16"``), ``u64`` 8 bytes little-endian and ``digest``
+    the raw digest of the tensor's bytes (docs/integrity.md)."""
+    if isinstance(new, str):
+        new = _hasher(new)
+    encoded, kind = name.encode("utf-8"), dtype.encode("ascii")
+    hasher = new()
+    hasher.update(
+        b"".join(
+            [
+                _u64(len(encoded)),
+                encoded,
+                _u64(len(kind)),
+                kind,
+                _u64(len(shape)),
+                *map(_u64, shape),
+                digest,
+            ]
+        )
+    )
+    return hasher.digest()
+
+
+def _model_fingerprint(fingerprints: Mapping[str, bytes], new: Callable[[], Hasher]) -> str:
+    """The digest of the tensors' fingerprints in the order of their names' UTF-8 bytes
+    (which is the order of their code points: Python's order of str)."""
+    hasher = new()
+    hasher.update(b"".join(fingerprints[name] for name in sorted(fingerprints)))
+    return hasher.hexdigest()
+
+
+def _u64(number: int) -> bytes:
+    return number.to_bytes(_U64, "little")
+
+
+def _piece_size(file: SafetensorsFile) -> int:
+    return max(_PIECE, _GAPS_PER_PIECE * file.gap)
+
+
+def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
+    """``(offset, length)`` of each piece of at most `size` bytes of ``[start, end)``."""
+    for at in range(start, end, size):
+        yield at, min(size, end - at)
+
+
+def _tensor_digest(
     file: SafetensorsFile,
     info: TensorInfo,
-    algorithm: str,
-    buffer: memoryview,
-    clock: Clock,
-    *,
-    tick: Callable[[int], None] | None,
-) -> str:
-    digest = hashlib.new(algorithm)
-    at, end = info.start, info.end
-    while at < end:
-        count = min(len(buffer), end - at)
+    new: Callable[[], Hasher],
+    deadline: _Deadline,
+    tick: _Progress | None,
+) -> bytes:
+    hasher = new()
+    buffer = _buffer(_piece_size(file))
+    for at, count in _pieces(info.start, info.end, len(buffer)):
         piece = buffer[:count]
-        read_planned(file, [(at, at + count, [(at, piece)])], clock)
-        digest.update(piece)
-        at += count
+        file.read_ranges([(at, count)], into=[piece], gap=0, timeout=deadline.left())
+        hasher.update(piece)
         if tick is not None:
             tick(count)
-    return digest.hexdigest()
+    return hasher.digest()
+
+
+_buffers = threading.local()  # each worker's piece buffer, made once
+
+
+def _buffer(size: int) -> memoryview:
+    buffer: memoryview | None = getattr(_buffers, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _buffers.buffer = memoryview(bytearray(size))
+    return buffer[:size]
+
+
+def _whole_file(
+    file: SafetensorsFile,
+    new: Callable[[], Hasher],
+    digests: dict[str, bytes],
+    deadline: _Deadline,
+    tick: _Progress | None,
+) -> str:
+    """The digest of the whole file, and (into `digests`) its tensors', from one read of it.
+
+    This thread reads the pieces in order and hashes each into the file's digest; a second
+    thread hashes the same pieces into the tensors' digests, so that each byte is read once
+    and both hashes run at once. `_IN_FLIGHT` buffers go round between the two.
+    """
+    import queue
+
+    header = file.header
+    size = header.data_start + header.data_size
+    piece_size = _piece_size(file)
+    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+    for _ in range(_IN_FLIGHT):
+        free.put(memoryview(bytearray(piece_size)))
+    full: queue.SimpleQueue[tuple[int, memoryview, int] | None] = queue.SimpleQueue()
+    tensors = sorted(header.tensors.values(), key=lambda info: info.start)
+    failed: list[BaseException] = []
+
+    def hash_tensors_of_pieces() -> None:
+        hashers = [(info, new()) for info in tensors]
+        next_tensor = 0
+        try:
+            while (item := full.get()) is not None:
+                at, buffer, count = item
+                piece, end = buffer[:count], at + count
+                # The tensors this piece holds bytes of (each piece is read in file order).
+                index = next_tensor
+                while index < len(hashers) and hashers[index][0].start < end:
+                    info, hasher = hashers[index]
+                    low, high = max(info.start, at), min(info.end, end)
+                    if high > low:
+                        hasher.update(piece[low - at : high - at])
+                    if info.end <= end:
+                        next_tensor = index + 1
+                    index += 1
+                free.put(buffer)
+        except BaseException as error:  # re-raised by the reading thread
+            failed.append(error)
+            free.put(memoryview(bytearray(piece_size)))  # never leave the reader waiting
+            while full.get() is not None:
+                pass
+            return
+        for info, hasher in hashers:
+            digests[info.name] = hasher.digest()
+
+    helper = threading.Thread(target=hash_tensors_of_pieces, name="hash-tensors", daemon=True)
+    helper.start()
+    whole = new()
+    try:
+        for at, count in _pieces(0, size, piece_size):
+            buffer = free.get()
+            if failed:
+                break
+            piece = buffer[:count]
+            file.read_ranges([(at, count)], into=[piece], gap=0, timeout=deadline.left())
+            whole.update(piece)
+            full.put((at, buffer, count))
+            if tick is not None:
+                tick(count)
+    finally:
+        full.put(None)
+        helper.join()
+    if failed:
+        raise failed[0]
+    return whole.hexdigest()
+
+
+def _total(
+    named: Sequence[tuple[str | None, SafetensorsFile]],
+    infos: Sequence[tuple[SafetensorsFile, TensorInfo]],
+    *,
+    files: bool,
+) -> int:
+    if files:
+        return sum(file.header.data_start + file.header.data_size for _, file in named)
+    return sum(info.nbytes for _, info in infos)
+
+
+class _Progress:
+    """``progress(done, total)`` after each piece, one call at a time."""
+
+    def __init__(self, progress: Callable[[int, int], object], total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, count: int) -> None:
+        with self.lock:
+            self.done += count
+            self.progress(self.done, self.total)
+
+
+class _Deadline:
+    """The call's deadline: the time each read may still take."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.at = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float | None:
+        if self.at is None:
+            return None
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the call's timeout of {self.timeout:g} s is up")
+        return left
+
+
+def _run_parallel(work: Callable[[Any], None], jobs: Sequence[Any], workers: int) -> None:
+    """`work(job)` for every job on at most `workers` threads; the first failure is raised
+    (the other threads take no new job after it)."""
+    workers = min(workers, len(jobs))
+    if workers <= 1:
+        for job in jobs:
+            work(job)
+        return
+    pending = iter(jobs)
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def loop() -> None:
+        while True:
+            with lock:
+                job = None if failures else next(pending, None)
+            if job is None:
+                return
+            try:
+                work(job)
+            except BaseException as error:  # re-raised in the calling thread
+                with lock:
+                    failures.append(error)
+                return
+
+    threads = [threading.Thread(target=loop, name="hash", daemon=True) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _hasher(algorithm: object) -> Callable[[], Hasher]:
+    """A maker of new hashers of `algorithm`, checked: ValueError if there is none."""
+    _digest_size(algorithm)
+    if algorithm == BLAKE3:
+        import blake3  # type: ignore[import-not-found, unused-ignore]
+
+        def new_blake3() -> Hasher:
+            hasher: Hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+            return hasher
+
+        return new_blake3
+    name = str(algorithm)
+    return lambda: hashlib.new(name)
 
 
 def _digest_size(algorithm: object) -> int:
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a str, not {type(algorithm).__name__}")
+    if algorithm == BLAKE3:
+        try:
+            import blake3  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                "blake3 needs the blake3 package: pip install 'safetensors_header[blake3]'"
+            ) from None
+        return 32  # blake3's default output, what hexdigest() gives
     try:
         size = hashlib.new(algorithm).digest_size
     except ValueError:
         raise ValueError(
-            f"unknown hash algorithm {algorithm!r}; hashlib has "
-            f"{', '.join(sorted(hashlib.algorithms_available))}"
+            f"unknown hash algorithm {algorithm[:80]!r}; hashlib has "
+            f"{', '.join(sorted(hashlib.algorithms_available))}, and blake3 with its package"
         ) from None
     if size == 0:  # shake_*: the length is the caller's
         raise ValueError(f"{algorithm} has no fixed digest size; use sha256, blake2b, ...")
     return size
 
 
-def _is_hex(text: object, size: int) -> bool:
-    if not isinstance(text, str) or len(text) != size:
-        return False
-    try:
-        bytes.fromhex(text)
-    except ValueError:
-        return False
-    return True
+def _hex(text: object, size: int, algorithm: str, where: str) -> str:
+    """`text` as a digest of `size` hex digits, in lower case; ValueError if it is none."""
+    if isinstance(text, str) and len(text) == size and text.isascii():
+        try:
+            bytes.fromhex(text)
+        except ValueError:
+            pass
+        else:
+            return text.lower()
+    raise ValueError(f"{where}: a {algorithm} digest is {size} hex digits, not {_described(text)}")
+
+
+def _digests(value: object, size: int, algorithm: str, key: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a manifest's {key} are an object of name to hex digest")
+    digests = {}
+    for name, digest in value.items():
+        if not isinstance(name, str):
+            raise ValueError(f"a manifest's {key} are named by strings, not {_described(name)}")
+        digests[name] = _hex(digest, size, algorithm, f"{key}: {name!r:.80}")
+    return digests
+
+
+def _described(value: object) -> str:
+    """A value for a message, in JSON's words: a string quoted and cut, anything else by its
+    kind (a repr could be long, or nested past the recursion limit)."""
+    if isinstance(value, str):
+        return f"{value!r:.80}"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import reference_header
+from helpers import bounded, reference_header
+from hypothesis import given
+from hypothesis import strategies as st
 from loopback import Site
 from test_data_path import FILE, HEADER
 
@@ -153,9 +155,15 @@ def test_the_command_line_hashes_and_validates(tmp_path: Path) -> None:
     text = _run("hash", str(tmp_path))
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    hashes = hash_tensors(tmp_path)
-    assert lines[:-1] == [f"{digest}  {name}" for name, digest in hashes.tensors.items()]
-    assert lines[-1].startswith(f"{hashes.content}  (sha256 of the 6 tensor digests of ")
+    hashes = hash_tensors(tmp_path, files=True)
+    assert lines[:6] == [f"{digest}  {name}" for name, digest in hashes.tensors.items()]
+    assert lines[6:] == [
+        f"{hashes.files['a.safetensors']}  (sha256 of the file a.safetensors)",
+        f"{hashes.files['b.safetensors']}  (sha256 of the file b.safetensors)",
+        f"{hashes.fingerprint}  (sha256 fingerprint of the 6 tensors: names, dtypes, shapes, "
+        "bytes)",
+        f"{hashes.content}  (sha256 of the 6 tensor digests of {tmp_path})",
+    ]
     manifest = tmp_path / "manifest.json"
     made = _run("hash", "--json", str(tmp_path))
     manifest.write_text(made.stdout)
@@ -175,7 +183,7 @@ def test_the_command_line_hashes_and_validates(tmp_path: Path) -> None:
     (tmp_path / "junk.json").write_text("{}")
     usage = _run("validate", "--hashes", str(tmp_path / "junk.json"), str(tmp_path))
     assert usage.returncode == 2
-    assert "not a manifest of hash --json" in usage.stderr
+    assert "not a manifest of hash" in usage.stderr
     stdin = subprocess.run(
         [sys.executable, "-m", "safetensors_header", "hash", "-"],
         input=FILE,
@@ -203,3 +211,163 @@ def test_a_manifest_of_several_sources_is_matched_by_path(tmp_path: Path) -> Non
     unknown = _run("validate", "--hashes", str(manifest), str(other))
     assert unknown.returncode == 1
     assert unknown.stdout == f"{other}: KeyError: {manifest} has no manifest made from {other}\n"
+
+
+# --- manifests: any case of hex, any bad document a usage error, both outputs of hash --------
+
+
+def test_hex_digits_of_either_case_are_read(tmp_path: Path) -> None:
+    _checkpoint(tmp_path)
+    manifest = hash_tensors(tmp_path).manifest()
+    upper = {
+        **manifest,
+        "content": manifest["content"].upper(),
+        "tensors": {name: digest.upper() for name, digest in manifest["tensors"].items()},
+    }
+    read = TensorHashes.from_manifest(upper)
+    assert read == TensorHashes.from_manifest(manifest)  # kept in lower case
+    assert verify_tensors(tmp_path, upper) == {}  # not every tensor "changed"
+    (tmp_path / "upper.json").write_text(json.dumps(upper))
+    ok = _run("validate", "--hashes", str(tmp_path / "upper.json"), str(tmp_path))
+    assert (ok.returncode, ok.stdout) == (0, f"{tmp_path}: ok (6 tensors)\n"), ok.stderr
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_HEX = st.text("0123456789abcdefABCDEF", min_size=0, max_size=130)
+_NEAR = st.fixed_dictionaries(
+    {
+        "algorithm": st.sampled_from(["sha256", "md5", "blake3", "shake_128", "nope", ""]) | _JSON,
+        "content": _HEX | _JSON,
+        "tensors": st.dictionaries(st.text(max_size=8), _HEX | _JSON, max_size=3) | _JSON,
+    },
+    optional={
+        "fingerprint": _HEX | _JSON,
+        "fingerprints": st.dictionaries(st.text(max_size=8), _HEX, max_size=3) | _JSON,
+        "files": st.dictionaries(st.text(max_size=8), _HEX, max_size=3) | _JSON,
+        "path": _JSON,
+    },
+)
+
+
+@bounded(400)
+@given(document=_JSON | _NEAR)
+def test_any_json_value_is_a_manifest_or_a_value_error(document: Any) -> None:
+    try:
+        hashes = TensorHashes.from_manifest(document)
+    except ValueError:  # (HeaderError is one too) and nothing else
+        return
+    assert all(digest == digest.lower() for digest in hashes.tensors.values())
+    assert TensorHashes.from_manifest(json.loads(json.dumps(hashes.manifest()))) == hashes
+
+
+@bounded(300)
+@given(
+    text=st.text(max_size=300)
+    | _JSON.map(json.dumps)
+    | _NEAR.map(json.dumps)
+    | st.lists(_NEAR.map(json.dumps), max_size=3).map("\n".join)
+    | st.lists(
+        st.tuples(_HEX, st.text(max_size=40)).map(lambda pair: f"{pair[0]}  {pair[1]}"),
+        max_size=5,
+    ).map("\n".join)
+)
+def test_any_file_is_manifests_or_a_value_error(text: str) -> None:
+    import tempfile
+
+    from safetensors_header._cli.hash import load_manifests
+
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".json", delete=False) as file:
+        file.write(text)
+    try:
+        load_manifests(file.name)
+    except ValueError:  # and nothing else
+        pass
+    finally:
+        Path(file.name).unlink()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nested too deeply"),
+        ("[" * 100_000, "line 1 is not a line of hash's output"),
+        ('{"algorithm": 5, "content": "", "tensors": {}}', "algorithm is a string, not a number"),
+        ('{"algorithm": ["sha256"], "content": "", "tensors": {}}', "not a list"),
+        ('{"algorithm": "sha256", "content": {"a": 1}, "tensors": {}}', "not an object"),
+        ('{"algorithm": "sha3", "content": "", "tensors": {}}', "unknown hash algorithm 'sha3'"),
+        ("{}\n[]", "keys algorithm, content, tensors"),
+        ("\n", "holds no manifest; write one with `safetensors-header hash --json"),
+        (b"\xff\xfe".decode("latin-1"), "not a line of hash's output"),
+    ],
+    ids=["deep", "deep-list", "number", "list", "object", "sha3", "two-bad", "empty", "binary"],
+)
+def test_a_bad_manifest_is_a_usage_error(tmp_path: Path, text: str, said: str) -> None:
+    _checkpoint(tmp_path)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(text)
+    result = _run("validate", "--hashes", str(manifest), str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"safetensors-header: --hashes {manifest}: not a manifest")
+    assert said in result.stderr
+
+
+def test_hash_plain_output_is_a_manifest(tmp_path: Path) -> None:
+    _checkpoint(tmp_path)
+    one = tmp_path / "one.safetensors"
+    write_file(one, {"a": ("U8", [3], b"abc"), "b": ("BF16", [2], b"abcd")})
+    made = _run("hash", str(tmp_path), str(one))
+    plain = tmp_path / "hashes.txt"
+    plain.write_text(made.stdout)
+    ok = _run("validate", "--hashes", str(plain), str(one), str(tmp_path))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # The same as --json's, read back.
+    from safetensors_header._cli.hash import load_manifests
+
+    as_json = tmp_path / "hashes.jsonl"
+    as_json.write_text(_run("hash", "--json", str(tmp_path), str(one)).stdout)
+    assert [(w, h.manifest()) for w, h in load_manifests(str(plain))] == [
+        (w, {k: v for k, v in h.manifest().items() if k != "fingerprints"})
+        for w, h in load_manifests(str(as_json))
+    ]
+    # Upper case (sha256sum -c takes it), and a changed tensor.
+    pairs = [line.split("  ", 1) for line in made.stdout.splitlines()]
+    plain.write_text("".join(f"{digest.upper()}  {rest}\n" for digest, rest in pairs))
+    data = bytearray(one.read_bytes())
+    data[-1] ^= 1
+    one.write_bytes(data)
+    bad = _run("validate", "--hashes", str(plain), str(one))
+    assert bad.returncode == 1
+    assert bad.stdout.splitlines()[1:] == [f"{one}: hashes: a: changed"]
+    # Cut short: what it misses, and how to write a manifest.
+    plain.write_text("\n".join(made.stdout.splitlines()[:3]))
+    cut = _run("validate", "--hashes", str(plain), str(one))
+    assert cut.returncode == 2
+    assert "it ends before the line that closes hash's output of a SOURCE" in cut.stderr
+    assert "hash --json SOURCE > manifest.json" in cut.stderr
+    lines = made.stdout.splitlines()
+    plain.write_text("\n".join([*lines[:2], *lines[3:]]))  # a tensor's line left out
+    fewer = _run("validate", "--hashes", str(plain), str(one))
+    assert fewer.returncode == 2
+    assert "counts 6 tensor digests, but 5 lines come before it" in fewer.stderr
+
+
+def test_validate_sees_a_relabel_through_the_fingerprints(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    write_file(path, {"w": ("BF16", [4], bytes(range(8))), "b": ("F32", [1], bytes(4))})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(_run("hash", "--json", str(path)).stdout)
+    write_file(path, {"w": ("F16", [4], bytes(range(8))), "b": ("F32", [1], bytes(4))})
+    result = _run("validate", "--hashes", str(manifest), str(path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{path}: hashes: 1 tensor not as the manifest says",
+        f"{path}: hashes: w: changed",
+    ]

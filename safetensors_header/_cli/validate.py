@@ -95,7 +95,7 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
         try:
             manifests = load_manifests(args.hashes)
         except (OSError, ValueError) as error:
-            err.line(f"{PROG}: --hashes {args.hashes}: not a manifest of hash --json: {error}")
+            err.line(f"{PROG}: --hashes {args.hashes}: not a manifest of hash: {error}")
             return 2
     status = 0
     for source in args.sources:
