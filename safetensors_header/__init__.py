@@ -14,7 +14,7 @@ input, `RemoteError` the one for network failures.
 
 from ._errors import KINDS, HeaderError, RemoteError
 from ._format import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
-from ._header import DtypeTotal, Header, TensorInfo, TensorTable
+from ._header import DtypeTotal, FileIdentity, Header, TensorInfo, TensorTable
 from ._parser import parse_header
 from ._record import publish
 from ._sources import Source, read_header
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._hashes import TensorHashes, hash_tensors, verify_tensors
-    from ._hub import hub_url
     from ._model import Adapter, DtypeParameters, Evidence, Inference, ModelInfo, Quantization
     from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
-    from ._transport import Transport
+    from ._sources.hub import hub_url
+    from ._sources.transport import Transport
     from ._writer import update_metadata, write_file
 
 # The audit, the checkpoint reader, the data path, read plans, hashes, the model's
@@ -57,14 +57,14 @@ _LAZY = {
     "TensorHashes": "_hashes",
     "hash_tensors": "_hashes",
     "verify_tensors": "_hashes",
-    "hub_url": "_hub",
+    "hub_url": "_sources.hub",
     "PlannedTensor": "_plan",
     "ReadPlan": "_plan",
     "Split": "_plan",
     "plan_reads": "_plan",
     "split_tensors": "_plan",
     "TENSOR_PARALLEL": "_plan",
-    "Transport": "_transport",
+    "Transport": "_sources.transport",
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
@@ -99,6 +99,7 @@ __all__ = [
     "DtypeParameters",
     "DtypeTotal",
     "Evidence",
+    "FileIdentity",
     "Finding",
     "Header",
     "HeaderError",

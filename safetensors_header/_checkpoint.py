@@ -10,46 +10,35 @@ reference checks an index against its shards; this module does.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from collections.abc import Callable, Mapping
 from functools import partial
 from types import MappingProxyType
 
-from ._diagnose import listed
 from ._errors import HeaderError, RemoteError
 from ._fetch import SafetensorsFile
 from ._format import MAX_HEADER_SIZE
 from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
-from ._hub import REPOSITORY_NAMES, hub_repository
-from ._local import PathFile, mode_kind
-from ._options import Options
-from ._rangefile import header_of, map_parallel
 from ._record import frozen_record, set_fields
-from ._sources import kind_of, open_source
+from ._sources import is_checkpoint, open_source
+from ._sources.base import header_of
+from ._sources.local import INDEX_NAMES, SINGLE_NAMES, directory_entry, no_entry
+from ._sources.options import Options
+from ._sources.threads import map_parallel
 
-__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal"]
-__all__ += ["by_dtype", "directory_entry", "files_of", "no_entry", "read_checkpoint"]
+__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "by_dtype"]
+__all__ += ["directory_entry", "files_of", "is_checkpoint", "no_entry", "read_checkpoint"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any, Final, NoReturn
 
     from typing_extensions import Unpack
 
     from ._audit import Finding
-    from ._rangefile import RangeFile
-    from ._transport import Transport
-
-#: Index file names looked for in a directory, in this order.
-INDEX_NAMES: Final = (
-    "model.safetensors.index.json",
-    "diffusion_pytorch_model.safetensors.index.json",
-)
-#: Single-file checkpoint names looked for in a directory, after the index names.
-SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors")
+    from ._sources.base import RangeFile
+    from ._sources.transport import Transport
 # The default bound on an index file's size. An index takes about 100 bytes a tensor: a
 # DeepSeek-V3-like layout of 89,088 expert tensors, indented as transformers writes it, is
 # 8.6 MB, and 500,000 tensors (tests/test_checkpoint.py) are 54 MB. 10^8 bytes is about a
@@ -61,15 +50,6 @@ _MAX_INDEX_SIZE: Final = 100_000_000
 _ENTRY_BYTES: Final = 160
 _HEADER_SLACK: Final = 4096  # braces, __metadata__ (usually {"format":"pt"}), padding
 _NO_SHARDS: Final[Mapping[str, SafetensorsFile]] = MappingProxyType({})
-# Opening a shard: O_NONBLOCK so that a FIFO does not wait for a writer (it is then refused as
-# not a regular file); O_NOFOLLOW on the resolved path, which has no links left to follow.
-_SHARD_OPEN_FLAGS: Final = (
-    os.O_RDONLY
-    | getattr(os, "O_BINARY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-)
 
 
 @frozen_record(uncompared=("shards",))
@@ -239,92 +219,36 @@ def read_checkpoint(
     """
     options = Options.given("read_checkpoint", transport)
     clock = options.clock()  # one deadline for the index and every shard
-    options = options.replace(timeout=None)
-    kind = kind_of(source)
-    file: RangeFile
-    shard_files: list[RangeFile]
-    if kind in ("http", "fsspec", "store"):
-        repository = hub_repository(source) if kind == "http" else None  # type: ignore[arg-type]
-        names = [source] if repository is None else [repository + n for n in REPOSITORY_NAMES]
-        for number, candidate in enumerate(names):
-            index = open_source(candidate, options)
-            name = _file_name(candidate)
-            try:
-                if not name.endswith(".json"):
-                    return _single(name, index, header_of(index, max_header_size, clock))
-                raw = index.document(max_index_size, clock)
-                break
-            except RemoteError as error:
-                if repository is None or error.status != 404:
-                    raise
-                if number == len(names) - 1:
-                    raise RemoteError(
-                        f"{repository} has no {' and no '.join(REPOSITORY_NAMES)} at its top "
-                        "level: name the file to read (hf://<org>/<repo>/<file>)",
-                        url=repository,
-                        status=404,
-                    ) from None
-        where = index.shown
-        metadata, weight_map = _index_of(raw, where, max_index_size)
-        shard_files = []
-        for shard_name, hint in _header_hints(weight_map).items():
-            shard = index.sibling(shard_name)
-            shard.header_hint = hint  # a small header is not fetched with 128 KiB of data
-            shard_files.append(shard)
-    elif kind == "path":
-        from pathlib import Path  # a local checkpoint (pathlib imports urllib)
-
-        path = Path(source)  # type: ignore[arg-type]
-        if path.is_dir():
-            # What is picked must be inside the directory given, as the shards must.
-            picked = _pick(path)
-            folder, roots = path, _roots(str(path))
-            name = f"{picked.name!r} in the directory"
-            file = _local_file(
-                picked, name, str(path), roots, follow_links=follow_links, options=options
-            )
-            if not picked.name.endswith(".json"):
-                return _single(picked.name, file, header_of(file, max_header_size, clock))
-            path = picked
-        elif not path.name.endswith(".json"):
-            file = open_source(path, options)
-            return _single(path.name, file, header_of(file, max_header_size, clock))
-        else:
-            file = open_source(path, options)
-        raw = file.document(max_index_size, clock)
-        where = str(path)
-        metadata, weight_map = _index_of(raw, where, max_index_size)
-        folder, roots = path.parent, _roots(str(path.parent))
-        shard_files = [
-            _local_file(
-                folder / name,
-                f"shard {name!r}",
-                where,
-                roots,
-                follow_links=follow_links,
-                options=options,
-            )
-            for name in dict.fromkeys(weight_map.values())
-        ]
-    else:
-        raise TypeError(
-            "read_checkpoint() expected a path, a URL or a (store, path) pair, not "
-            f"{type(source).__name__}"
-        )
-    shard_names = list(dict.fromkeys(weight_map.values()))
+    source_file = open_source(source, options.replace(timeout=None))
+    candidates = source_file.candidates(follow_links=follow_links)
+    for number, file in enumerate(candidates):  # the first that exists
+        try:
+            if not file.name.endswith(".json"):
+                return _single(file, header_of(file, max_header_size, clock))
+            raw = file.document(max_index_size, clock)
+            break
+        except RemoteError as error:
+            if len(candidates) == 1 or error.status != 404:
+                raise
+            if number == len(candidates) - 1:
+                raise source_file.none_found() from None
+    metadata, weight_map = _index_of(raw, file.shown, max_index_size)
+    hints = _header_hints(weight_map)  # every shard, in the index's order
+    shard_files = [file.sibling(name) for name in hints]
+    for shard, hint in zip(shard_files, hints.values(), strict=True):
+        shard.header_hint = hint  # a small header is not fetched with 128 KiB of data
     read_one: Callable[[RangeFile], Header] = partial(
         header_of, max_header_size=max_header_size, clock=clock
     )
     if progress is not None:
         read_one = _counted(read_one, len(shard_files), progress)
-    headers_read = map_parallel(read_one, shard_files, options.max_workers)
-    files = dict(zip(shard_names, headers_read, strict=True))
+    files = dict(zip(hints, map_parallel(read_one, shard_files, options.max_workers), strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
     shards = {
-        name: SafetensorsFile(header, file)
-        for (name, header), file in zip(files.items(), shard_files, strict=True)
+        name: SafetensorsFile(header, shard)
+        for (name, header), shard in zip(files.items(), shard_files, strict=True)
     }
     return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
 
@@ -341,10 +265,7 @@ def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
         return list(source.shards.items())
     if isinstance(source, SafetensorsFile):
         return [(None, source)]
-    path = source[1] if isinstance(source, tuple) else source
-    if isinstance(path, (str, os.PathLike)) and (
-        os.fspath(path).endswith(".json") or (kind_of(source) == "path" and os.path.isdir(path))
-    ):
+    if is_checkpoint(source):
         return list(read_checkpoint(source).shards.items())
     from ._fetch import open_file
 
@@ -384,15 +305,6 @@ def _header_hints(weight_map: Mapping[str, str]) -> dict[str, int]:
     return hints
 
 
-def _file_name(source: object) -> str:
-    """The last part of a URL's path, or of a store's path."""
-    if isinstance(source, tuple):
-        return str(source[1]).rsplit("/", 1)[-1]
-    from urllib.parse import urlsplit
-
-    return urlsplit(str(source)).path.rsplit("/", 1)[-1]
-
-
 def _index_of(
     raw: bytes, where: str, max_index_size: int
 ) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -405,7 +317,8 @@ def _index_of(
     return metadata, weight_map
 
 
-def _single(name: str, file: RangeFile, header: Header) -> Checkpoint:
+def _single(file: RangeFile, header: Header) -> Checkpoint:
+    name = file.name
     return _frozen_checkpoint(
         {name: header},
         dict.fromkeys(header.tensors, name),
@@ -414,103 +327,6 @@ def _single(name: str, file: RangeFile, header: Header) -> Checkpoint:
         (),
         {name: SafetensorsFile(header, file)},
     )
-
-
-def directory_entry(folder: str | os.PathLike[str]) -> tuple[str | None, list[str]]:
-    """What `read_checkpoint` reads in a directory, and what else the directory holds.
-
-    Returns the first of `INDEX_NAMES`, then of `SINGLE_NAMES`, that is a file there
-    (``None`` when none is), and the names of everything in the directory, sorted.
-    """
-    with os.scandir(folder) as entries:
-        found = {entry.name: entry.is_file() for entry in entries}
-    names = (*INDEX_NAMES, *SINGLE_NAMES)
-    return next((name for name in names if found.get(name)), None), sorted(found)
-
-
-def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundError:
-    """The error for a directory that holds no checkpoint: what it holds instead."""
-    wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names) in the directory"
-    odd = [name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names]
-    if odd:  # there, but not a file: a FIFO, a directory, a broken link...
-        return FileNotFoundError(
-            errno.ENOENT, f"{odd[0]} in the directory is not a regular file", os.fspath(folder)
-        )
-    indexes = [name for name in names if name.endswith(".safetensors.index.json")]
-    files = [name for name in names if name.endswith(".safetensors")]
-    if indexes:
-        problem = f"{wanted}; it holds the index {listed(indexes)}"
-    elif files:
-        count = f"{len(files):,} safetensors file{'' if len(files) == 1 else 's'}"
-        problem = f"{wanted}; it holds {count}: {listed(files)}"
-    else:
-        held = f"it holds {listed(names)}" if names else "it is empty"
-        problem = (
-            f"no safetensors file in the directory ({held}): a checkpoint directory holds "
-            f"{SINGLE_NAMES[0]} or {INDEX_NAMES[0]}"
-        )
-    return FileNotFoundError(errno.ENOENT, problem, os.fspath(folder))
-
-
-def _pick(folder: Path) -> Path:
-    picked, names = directory_entry(folder)
-    if picked is None:
-        raise no_entry(folder, names)
-    return folder / picked
-
-
-def _roots(folder: str) -> tuple[str, ...]:
-    """The resolved directories that a checkpoint's local files may resolve into.
-
-    The folder itself; and for a Hugging Face cache snapshot (``<repo>/snapshots/<rev>/``,
-    whose files are links to ``../../blobs/<hash>``), its repository's ``blobs/``.
-    """
-    real = os.path.realpath(folder)
-    snapshots = os.path.dirname(real)
-    if os.path.basename(snapshots) != "snapshots":
-        return (real,)
-    return real, os.path.realpath(os.path.join(os.path.dirname(snapshots), "blobs"))
-
-
-def _inside(real: str, roots: tuple[str, ...]) -> bool:
-    """Whether a resolved path is below one of the resolved roots."""
-    path = os.path.normcase(real)
-    return any(path.startswith(os.path.join(os.path.normcase(root), "")) for root in roots)
-
-
-def _local_file(
-    path: Path,
-    name: str,
-    where: str,
-    roots: tuple[str, ...],
-    *,
-    follow_links: bool,
-    options: Options,
-) -> PathFile:
-    """``path`` as a file to read: resolved inside ``roots``, and read only if a regular file.
-
-    The path is resolved once and the resolved path opened without following links (at
-    every read), so the file checked is the file read. Nothing is read before both checks.
-    """
-    real = os.path.realpath(path)
-    if not follow_links and not _inside(real, roots):
-        _bad_index(
-            where,
-            f"{name} leads out of the checkpoint's directory through a symbolic link "
-            "(follow_links=True reads it)",
-        )
-    # Named as the index names it, not as resolved (the resolved path is an internal).
-    return PathFile(
-        real,
-        options,
-        shown=str(path),
-        flags=_SHARD_OPEN_FLAGS,
-        refuse=partial(_refuse, where, name),
-    )
-
-
-def _refuse(where: str, name: str, mode: int) -> NoReturn:
-    _bad_index(where, f"{name} is not a regular file but {mode_kind(mode)}")
 
 
 def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:

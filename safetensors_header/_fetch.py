@@ -17,14 +17,16 @@ import os
 
 from ._errors import HeaderError
 from ._format import MAX_HEADER_SIZE
-from ._local import PathFile, header_at
-from ._options import TIMEOUT, Clock, Options
-from ._rangefile import allocate, changed, header_of
 from ._record import publish
-from ._sources import kind_of, open_source
+from ._sources import backend_of, open_source
+from ._sources.base import header_of
+from ._sources.local import PathFile, header_at
+from ._sources.options import TIMEOUT, Clock, Options
+from ._sources.planning import allocate
+from ._sources.urls import beside
 
-__all__ = ["SafetensorsFile", "map_file", "open_file", "opened", "read_planned", "read_ranges"]
-__all__ += ["read_tensor"]
+__all__ = ["SafetensorsFile", "beside", "local_path", "map_file", "open_file", "opened"]
+__all__ += ["read_planned", "read_ranges", "read_tensor"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -40,20 +42,21 @@ if TYPE_CHECKING:
         shards: Mapping[str, SafetensorsFile]
 
     from ._header import Header, TensorInfo
-    from ._rangefile import RangeFile, Read
     from ._sources import Source
-    from ._transport import Transport
+    from ._sources.base import RangeFile
+    from ._sources.planning import Read
+    from ._sources.transport import Transport
 
 
 class SafetensorsFile:
     """A safetensors file opened once: its validated header, and reads of its bytes.
 
     Made by `open_file` (and held by `Checkpoint.shards`). Every read is checked to be of
-    the file the header was read from: a file replaced or rewritten in between raises
-    `RemoteError` (a URL or an object store) or `HeaderError` of kind ``FileChanged`` (a
-    local file), never bytes of two files. It holds no open file or connection between
-    reads (a local file is opened again, and checked, for each), so it needs no closing,
-    may be read from many threads at once, and can be pickled (to a worker process, say).
+    the file the header was read from (its `FileIdentity`): a file replaced or rewritten in
+    between raises `HeaderError` of kind ``FileChanged``, never bytes of two files. It
+    holds no open file or connection between reads (a local file is opened again, and
+    checked, for each), so it needs no closing, may be read from many threads at once, and
+    can be pickled (to a worker process, say).
 
     Attributes:
         header: The file's `Header`.
@@ -69,6 +72,22 @@ class SafetensorsFile:
     @property
     def source(self) -> str:
         return self._range_file.shown
+
+    @property
+    def location(self) -> str:
+        """Where the file is, as another tool opens it: its URL (credentials, a signed
+        query and all: not for messages), an ``hf://`` path, a local path."""
+        return self._range_file.location
+
+    @property
+    def remote(self) -> bool:
+        """Whether its bytes come over a network (a URL, the Hub, an object store)."""
+        return self._range_file.remote
+
+    @property
+    def local_path(self) -> str | None:
+        """The path of a local regular file (it can be memory-mapped), else None."""
+        return self._range_file.local_path
 
     @property
     def gap(self) -> int:
@@ -148,6 +167,7 @@ def open_file(
     source: Source,
     /,
     *,
+    header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
     **transport: Unpack[Transport],
 ) -> SafetensorsFile:
@@ -156,6 +176,10 @@ def open_file(
     Args:
         source: What `read_header` reads: a path, a URL, an object store, a file object or
             a bytes-like object.
+        header: The file's header, read before (`read_header`, `read_checkpoint`): taken
+            as it is, and the file checked to be the one it was read from (its
+            `FileIdentity`: the size and validators the source gave then, or, where the
+            source gives none, the header's bytes, read again).
         max_header_size: As for `read_header`.
         **transport: How a URL or an object store is reached (`Transport`), kept for the
             file's later reads; ``timeout`` (10 s by default) bounds the header read, and
@@ -170,6 +194,8 @@ def open_file(
         OSError: As `read_header`.
     """
     options = Options.given("open_file", transport)
+    if header is not None:
+        return opened(source, options, header=header)
     file = open_source(source, options.replace(timeout=None))
     header = header_of(file, max_header_size, options.clock())
     if hasattr(file, "close"):
@@ -185,16 +211,26 @@ def opened(
     max_header_size: int = MAX_HEADER_SIZE,
 ) -> SafetensorsFile:
     """`source` opened (a `SafetensorsFile` as it is): its header read with `options`'
-    timeout (`TIMEOUT` when it has none), or `header` taken as its header (then the file's
-    size is checked against it at the first read)."""
+    timeout (`TIMEOUT` when it has none), or `header` taken as its header (the file then
+    checked to be the one it was read from: `RangeFile.confirm`)."""
     if isinstance(source, SafetensorsFile):
         return source
     file = open_source(source, options.replace(timeout=None))
     if header is None:
         header = header_of(file, max_header_size, options.clock(TIMEOUT))
     else:
-        file.expected_size = header.file_size
+        file.confirm(header, options.clock(TIMEOUT))
     return SafetensorsFile(header, file)
+
+
+def local_path(source: object) -> str | None:
+    """The path of `source` if it is a local path (a ``str`` without a scheme or an
+    ``os.PathLike``), else None; nothing is opened."""
+    if isinstance(source, SafetensorsFile):
+        return None  # (opened already: read as it is)
+    if backend_of(source)[0] != "path":
+        return None
+    return os.fsdecode(source)  # type: ignore[arg-type]
 
 
 def map_file(
@@ -209,7 +245,9 @@ def map_file(
     import mmap
 
     file = PathFile(path, Options())
-    descriptor = file.open_checked()
+    if header is not None:
+        file.expect(header)
+    descriptor = file.open_checked()  # (checked against the header's identity)
     try:
         if not file.seekable:
             return None
@@ -217,12 +255,6 @@ def map_file(
         if header is None:
             header = header_at(descriptor, size, max_header_size) or header_of(
                 file, max_header_size, Clock(None)
-            )
-        elif header.file_size is not None and header.file_size != size:
-            raise changed(
-                file.shown,
-                f"its size is {size:,} bytes now, but was {header.file_size:,} when its "
-                "header was read",
             )
         # Mapped from the descriptor the header was read through: the same file.
         mapped = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) if size else None
@@ -238,6 +270,7 @@ def read_ranges(
     *,
     gap: int | None = None,
     into: Sequence[Any] | None = None,
+    header: Header | None = None,
     **transport: Unpack[Transport],
 ) -> list[memoryview]:
     """The bytes of each ``(offset, length)`` range of a file, in the order given.
@@ -267,6 +300,8 @@ def read_ranges(
         into: One writable buffer per range (a ``bytearray``, a numpy array, a ``mmap``...),
             of exactly its length: each range is read straight into its own buffer (still
             in as few requests as `gap` allows), and views of them are returned.
+        header: The header the ranges were taken from (`read_header`, `read_checkpoint`):
+            the file is checked to be the one it was read from, as `open_file` checks it.
         **transport: How a URL or an object store is reached (`Transport`): ``timeout``
             bounds the whole call (none by default, so that a large download is not cut
             short: each wait still ends after 10 s); of ``max_workers`` requests in flight
@@ -281,10 +316,9 @@ def read_ranges(
 
     Raises:
         HeaderError: ``MetadataIncompleteBuffer``: the file ends before a range does (known
-            before any request when the file's size is); ``FileChanged``: a local file
-            changed while it was read.
-        RemoteError: As for `read_header`; also when a file changes between two requests
-            (its ETag or size).
+            before any request when the file's size is); ``FileChanged``: the file changed
+            while it was read, or is not the one `header` was read from.
+        RemoteError: As for `read_header`.
         OSError: The file could not be opened or read.
         TypeError: `source` is none of the above, or a range is not a pair of ints, or
             `into` holds something that is not a writable buffer.
@@ -297,11 +331,14 @@ def read_ranges(
     wanted = [_checked(item) for item in ranges]
     buffers = None if into is None else _buffers(into, wanted)
     if not any(length for _, length in wanted):
-        kind_of(source)  # (a TypeError for a source of no kind, even with nothing to read)
+        backend_of(source)  # (a TypeError for a source of no kind, even with nothing to read)
         return [memoryview(b"") for _ in wanted] if buffers is None else buffers
     file = open_source(source, options.replace(timeout=None))
     _refuse_a_stream(file)
-    return file.read_ranges(wanted, options.clock(), gap=gap, into=buffers)
+    clock = options.clock()
+    if header is not None:
+        file.confirm(header, clock)
+    return file.read_ranges(wanted, clock, gap=gap, into=buffers)
 
 
 def read_tensor(

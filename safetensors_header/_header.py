@@ -13,7 +13,15 @@ from types import MappingProxyType
 from ._format import HEADER_LENGTH_SIZE
 from ._record import frozen_record, set_fields
 
-__all__ = ["DtypeTotal", "Header", "TensorInfo", "TensorTable", "by_dtype", "make_header"]
+__all__ = [
+    "DtypeTotal",
+    "FileIdentity",
+    "Header",
+    "TensorInfo",
+    "TensorTable",
+    "by_dtype",
+    "make_header",
+]
 __all__ += ["shown_shape"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -309,6 +317,47 @@ class _Items(ItemsView[str, TensorInfo]):
 
 
 @frozen_record()
+class FileIdentity:
+    """What a source said of a file when its header was read: later reads are checked
+    against it, so that a header and data of two different files are never mixed.
+
+    Attributes:
+        location: The file as messages show it (a URL without credentials or query, a
+            path, ``"a BytesIO object"``).
+        size: Its size in bytes, ``None`` where the source did not say (a stream).
+        validators: What changes when the file does, as ``(name, value)`` pairs in the
+            source's own terms: ``etag`` and ``last-modified`` of a URL; ``e_tag``,
+            ``version``, ``last_modified`` of an object in a store; ``device``, ``inode``
+            and ``mtime_ns`` of a local file. Empty where the source says nothing (bytes,
+            a file object without a descriptor, a server without ETag or Last-Modified).
+        header_digest: The CRC-32 of the header's bytes (``[0, 8 + N)``), where they were
+            read through the source layer's loop (``None`` for a local path's header, whose
+            validators decide).
+    """
+
+    __slots__ = ("location", "size", "validators", "header_digest")  # noqa: RUF023
+
+    location: str
+    size: int | None
+    validators: tuple[tuple[str, str | int], ...]
+    header_digest: int | None
+
+    def __init__(
+        self,
+        location: str,
+        size: int | None,
+        validators: tuple[tuple[str, str | int], ...] = (),
+        header_digest: int | None = None,
+    ) -> None:
+        set_fields(self, FileIdentity, (location, size, validators, header_digest))
+
+    def __repr__(self) -> str:
+        size = "size unknown" if self.size is None else f"{self.size:,} bytes"
+        said = "".join(f", {name}={value!r}" for name, value in self.validators)
+        return f"<FileIdentity {self.location!r}, {size}{said}>"
+
+
+@frozen_record(uncompared=("identity",))
 class Header:
     """A validated safetensors header.
 
@@ -322,25 +371,37 @@ class Header:
             ``data_offsets`` (0 with no tensors).
         file_size: The size of the whole file, when known (always for ``read_header``; for
             ``parse_header`` only when passed). Then ``file_size == data_start + data_size``.
+        identity: The `FileIdentity` of the file the header was read from (``None`` from
+            `parse_header`): a read of the data with this header (``open_file(source,
+            header=h)``, ``numpy.load(source, header=h)``...) is checked against it. Not
+            compared by ``==``.
     """
 
-    __slots__ = ("tensors", "metadata", "header_size", "data_size", "file_size")  # noqa: RUF023
+    __slots__ = ("tensors", "metadata", "header_size", "data_size", "file_size", "identity")  # noqa: RUF023
 
     tensors: Mapping[str, TensorInfo]
     metadata: Mapping[str, str] | None
     header_size: int
     data_size: int
     file_size: int | None
+    identity: FileIdentity | None
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - the fields, in order
         self,
         tensors: Mapping[str, TensorInfo],
         metadata: Mapping[str, str] | None,
         header_size: int,
         data_size: int,
         file_size: int | None,
+        identity: FileIdentity | None = None,
     ) -> None:
-        set_fields(self, Header, (tensors, metadata, header_size, data_size, file_size))
+        fields = (tensors, metadata, header_size, data_size, file_size, identity)
+        set_fields(self, Header, fields)
+
+    def with_identity(self, identity: FileIdentity | None) -> Header:
+        """This header, as read from the file `identity` describes."""
+        fields = (self.tensors, self.metadata, self.header_size, self.data_size, self.file_size)
+        return Header(*fields, identity)
 
     @property
     def data_start(self) -> int:
@@ -363,7 +424,7 @@ class Header:
             tensors = TensorTable.of(list(tensors.values()), self.data_start)
         return (
             _rebuild_header,
-            (tensors, metadata, self.header_size, self.data_size, self.file_size),
+            (tensors, metadata, self.header_size, self.data_size, self.file_size, self.identity),
         )
 
 
@@ -372,8 +433,9 @@ class _HeaderBuilder:
 
     __slots__ = Header.__slots__
 
-    def __init__(self, *fields: Any) -> None:  # Header's fields, in order
+    def __init__(self, *fields: Any) -> None:  # Header's fields, in order, but its identity
         self.tensors, self.metadata, self.header_size, self.data_size, self.file_size = fields
+        self.identity = None
         self.__class__ = Header  # type: ignore[assignment]
 
 
@@ -381,12 +443,13 @@ class _HeaderBuilder:
 make_header: Callable[..., Header] = _HeaderBuilder  # type: ignore[assignment]
 
 
-def _rebuild_header(
+def _rebuild_header(  # noqa: PLR0917 - the fields, in order
     tensors: TensorTable,
     metadata: dict[str, str] | None,
     header_size: int,
     data_size: int,
     file_size: int | None,
+    identity: FileIdentity | None = None,
 ) -> Header:
     return Header(
         tensors,
@@ -394,6 +457,7 @@ def _rebuild_header(
         header_size,
         data_size,
         file_size,
+        identity,
     )
 
 

@@ -26,8 +26,8 @@ from types import MappingProxyType
 from ._checkpoint import files_of
 from ._fetch import SafetensorsFile, read_planned
 from ._geometry import selected
-from ._options import PART_SIZE, WORKERS, Clock
-from ._rangefile import allocate, parts, with_segments
+from ._sources.options import PART_SIZE, WORKERS, Clock
+from ._sources.planning import allocate, parts, with_segments
 from ._record import frozen_record, set_fields
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing import Any, Final, TypeAlias
 
     from ._header import TensorInfo
-    from ._rangefile import Read
+    from ._sources.planning import Read
 
     #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
     Selection: TypeAlias = object
@@ -256,7 +256,7 @@ class ReadPlan:
             (files[name], with_segments(spans.get(name, []), sorted(segments, key=_first)))
             for name, segments in per_file.items()
         ]
-        from ._rangefile import run_parallel
+        from ._sources.threads import run_parallel
 
         workers = len(jobs) if max_workers is None else max(1, min(max_workers, len(jobs)))
         run_parallel(lambda job: _execute(job[0], job[1], clock), jobs, workers)

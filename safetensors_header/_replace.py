@@ -27,7 +27,7 @@ from typing import BinaryIO, Final
 from ._diagnose import TORN_PREFIX
 from ._errors import HeaderError
 from ._format import HEADER_LENGTH_SIZE
-from ._local import mode_kind
+from ._sources.local import mode_kind
 
 __all__ = [
     "open_regular",

@@ -56,9 +56,9 @@ from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
-from ._options import Options
+from ._sources.options import Options
 from ._parser import parse_header
-from ._sources import Source, kind_of
+from ._sources import Source, backend_of
 from ._writer import write_file
 
 __all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._header import Header, TensorInfo
-    from ._transport import Transport
+    from ._sources.transport import Transport
 
     #: A ``buffer_key`` as awkward takes it: a template of ``{form_key}`` and ``{attribute}``,
     #: or a function of the keywords ``form_key``, ``attribute`` and ``form``.
@@ -897,7 +897,7 @@ def _write(
     storage_options: Mapping[str, Any] | None,
 ) -> Header:
     try:
-        kind = kind_of(destination)
+        kind = backend_of(destination)[0]
     except TypeError:
         kind = "stream"  # a writer with write() but no read(): said below if not
     if kind == "http":

@@ -23,12 +23,12 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from ._encode import dtype_name
-from ._fetch import SafetensorsFile, map_file, open_file, opened
+from ._fetch import SafetensorsFile, local_path, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._options import Options
+from ._sources.options import Options
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
-from ._sources import Source, kind_of
+from ._sources import Source
 from ._writer import file_bytes, write_file
 
 __all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "numpy_dtype"]
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
-    from ._transport import Transport
+    from ._sources.transport import Transport
 
 
 def safetensors_dtype(array_or_dtype: Any, /) -> str:
@@ -183,7 +183,7 @@ def load(
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
     options = Options.given("load", transport, timeout=None)
-    if mmap is not False and kind_of(source) == "path":
+    if mmap is not False and local_path(source) is not None:
         return _mapped(source, names, header, max_header_size)  # type: ignore[arg-type]
     file = opened(source, options, header=header, max_header_size=max_header_size)
     chosen = _choose(file.header, names)

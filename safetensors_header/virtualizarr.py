@@ -38,12 +38,13 @@ from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from ._checkpoint import Checkpoint, read_checkpoint
+from ._fetch import beside
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._geometry import chunk_grid
 from ._header import Header, TensorInfo
-from ._hub import hub_url
-from ._options import WORKERS
-from ._sources import read_header, sibling
+from ._sources import read_header
+from ._sources.hub import hub_url
+from ._sources.options import WORKERS
 from .zarr import (
     array_metadata,
     attributes_of_group,
@@ -205,7 +206,7 @@ def _is_index(url: str) -> bool:
 
 
 def _next_to(url: str, name: str) -> str:
-    return str(sibling(url, name))
+    return beside(url, name)
 
 
 def _entries_with_urls(

@@ -448,7 +448,9 @@ def attributes_of_group(source: Header | Checkpoint) -> dict[str, Any]:
 def _shard_url(url: str | Mapping[str, str], shard: str | None) -> str:
     assert shard is not None  # a checkpoint's entries name their shard
     if isinstance(url, str):
-        return url[: url.rfind("/") + 1] + shard
+        from ._fetch import beside  # the rule every reader names a shard by
+
+        return beside(url, shard)
     return url[shard]
 
 

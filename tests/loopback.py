@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from safetensors_header import _http as remote
+from safetensors_header._sources import http_exchange as remote
 
 
 @dataclass

@@ -54,6 +54,7 @@ def test_public_names() -> None:
         "encode_header",
         "update_metadata",
         "write_file",
+        "FileIdentity",
         "Finding",
         "audit_header",
         "KINDS",
@@ -447,7 +448,7 @@ def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path
     import inspect
     import typing
 
-    from safetensors_header._options import TRANSPORT
+    from safetensors_header._sources.options import TRANSPORT
 
     pytest.importorskip("numpy")
     # The TypedDict, the set the functions check against and the record are one list.

@@ -733,7 +733,7 @@ def test_inspect_of_a_local_file_loads_no_network_module() -> None:
     assert "safetensors_header._cli.inspect" in loaded
     assert not loaded & {
         "urllib.parse", "urllib.request", "ipaddress", "http.client", "socket", "ssl",
-        "threading", "safetensors_header._http", "safetensors_header._fetch",
+        "threading", "safetensors_header._sources.http_file", "safetensors_header._fetch",
     }  # fmt: skip
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import safetensors_header
-from safetensors_header._options import Options
 from safetensors_header._record import frozen_record, set_fields
-from safetensors_header._sources import sibling
+from safetensors_header._sources import open_source
+from safetensors_header._sources.options import Options
+from safetensors_header._sources.urls import beside as sibling
 
 
 def test_options_check_their_values_and_hide_headers() -> None:
@@ -52,7 +53,9 @@ def test_options_check_their_values_and_hide_headers() -> None:
     ],
 )
 def test_the_file_beside_a_source(source: object, beside: object) -> None:
-    assert sibling(source, "shard.safetensors") == beside  # type: ignore[arg-type]
+    assert sibling(os.fspath(source), "shard.safetensors") == beside  # type: ignore[arg-type]
+    if not str(source).startswith("s3:"):  # (s3fs would be set up)
+        assert open_source(source).sibling("shard.safetensors").location == beside
 
 
 def test_the_file_beside_a_store_path_and_nothing_beside_bytes() -> None:
@@ -61,12 +64,10 @@ def test_the_file_beside_a_store_path_and_nothing_beside_bytes() -> None:
         def get(self) -> None: ...
 
     store = Store()
-    assert sibling((store, "a/b/model.safetensors"), "s.safetensors") == (
-        store,
-        "a/b/s.safetensors",
-    )  # type: ignore[arg-type]
+    shard = open_source((store, "a/b/model.safetensors")).sibling("s.safetensors")
+    assert (shard.store, shard.path) == (store, "a/b/s.safetensors")  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match="has no files beside it"):
-        sibling(b"bytes", "s.safetensors")
+        open_source(b"bytes").sibling("s.safetensors")
 
 
 def test_a_record_names_only_its_fields() -> None:

@@ -19,7 +19,7 @@ import pytest
 from loopback import RawHandler, RawServer, Reply, asked, partial, whole
 
 from safetensors_header import HeaderError, RemoteError, read_ranges
-from safetensors_header import _http as remote
+from safetensors_header._sources import http_exchange as remote
 
 DATA = bytes(range(256)) * 16  # 4,096 bytes
 
@@ -57,7 +57,8 @@ def test_first_request_retried_into_a_200(serve: Callable[[RawHandler], RawServe
     ranges = [(1000, 10), (3000, 10)]
     try:
         got = read_ranges(server.url(), ranges, gap=0)
-    except RemoteError:
+    except HeaderError as error:
+        assert error.kind == "FileChanged"
         return  # refusing is right too: the file may have been replaced (no If-Range was sent)
     assert got == [DATA[offset : offset + length] for offset, length in ranges]
 
@@ -83,7 +84,7 @@ def test_first_request_retried_after_the_file_changed(
         return partial(old, span, etag='"v1"')
 
     server = serve(handler)
-    with pytest.raises(RemoteError, match="changed"):
+    with pytest.raises(HeaderError, match="changed"):
         read_ranges(server.url(), [(1000, 4), (3000, 4)], gap=0)
 
 
@@ -98,7 +99,7 @@ def test_a_later_reply_with_another_etag(
         return partial(old, span, etag='"v1"') if number == 0 else partial(new, span, etag='"v2"')
 
     server = serve(handler)
-    with pytest.raises(RemoteError, match="changed"):
+    with pytest.raises(HeaderError, match="changed"):
         read_ranges(server.url(), [(1000, 4), (3000, 4)], gap=0, max_workers=workers)
 
 
@@ -127,7 +128,7 @@ def test_no_credentials_to_another_origin_under_concurrent_redirects(
     server = serve(origin)
     # The interleaving is a real one (seen unpatched: 1 request in 9,971, switch interval
     # 1 us); a pause in the third request's header computation makes it certain here.
-    original = remote._Client._headers_here
+    original = remote.Exchange._headers_here
     calls = [0]
     lock = threading.Lock()
 
@@ -140,7 +141,7 @@ def test_no_credentials_to_another_origin_under_concurrent_redirects(
             time.sleep(0.5)
         return headers
 
-    monkeypatch.setattr(remote._Client, "_headers_here", paused)
+    monkeypatch.setattr(remote.Exchange, "_headers_here", paused)
     ranges = [(0, 10), (8000, 10), (12000, 10)]
     got = read_ranges(server.url(), ranges, gap=0, headers={"Authorization": "Bearer SECRET"})
     assert got == [data[offset : offset + length] for offset, length in ranges]

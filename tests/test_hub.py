@@ -12,7 +12,8 @@ import pytest
 from helpers import build, tensor
 
 import safetensors_header
-from safetensors_header import RemoteError, _hub, hub_url, read_checkpoint, read_header
+from safetensors_header import RemoteError, hub_url, read_checkpoint, read_header
+from safetensors_header._sources import hub as _hub
 
 
 @pytest.mark.parametrize(

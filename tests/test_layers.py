@@ -2,7 +2,7 @@
 
     adapters (the CLI, numpy, zarr, VirtualiZarr, Icechunk, awkward, the package's entry)
       -> services (the data path, checkpoints, the writer)
-        -> sources (the options, the RangeFile protocol, its backends, the kind decision)
+        -> sources (the options, the RangeFile protocol, its backends, the table of them)
           -> core (sans-IO: the format, the parser, the records, geometry, the audit)
 
 The source is read, not run: every import of a module of the package (at the top, inside a
@@ -51,17 +51,7 @@ MEMBERS = [
         "_record",
         "_model",
     ],
-    [
-        "_options",
-        "_transport",
-        "_rangefile",
-        "_local",
-        "_replace",
-        "_http",
-        "_hub",
-        "_stores",
-        "_sources",
-    ],
+    ["_sources", "_replace"],
     ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer", "_describe"],
     ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
 ]
@@ -171,8 +161,9 @@ def test_importing_the_package_starts_no_http_store_or_thread_module() -> None:
     code = (
         "import sys, safetensors_header\n"
         "print(sorted(m for m in ('http.client', 'urllib.request', 'ssl', 'threading',\n"
-        "    'concurrent.futures', 'mmap', 'fsspec', 'obstore', 'safetensors_header._http',\n"
-        "    'safetensors_header._stores', 'safetensors_header._fetch') if m in sys.modules))\n"
+        "    'concurrent.futures', 'mmap', 'fsspec', 'obstore',\n"
+        "    'safetensors_header._sources.http_file', 'safetensors_header._sources.stores',\n"
+        "    'safetensors_header._fetch') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-c", code],
@@ -184,3 +175,31 @@ def test_importing_the_package_starts_no_http_store_or_thread_module() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# Inside the source package: the protocol and what every backend shares import no backend;
+# a backend imports no other backend but the one it reads through (a Hub file is an HTTP
+# file; an fsspec file shares the stores' base and may read a signed URL over HTTP).
+SHARED = ["_sources.base", "_sources.planning", "_sources.threads", "_sources.urls"]
+SHARED += ["_sources.options", "_sources.transport", "_sources.hub"]
+BACKENDS = {
+    "_sources.local": {"_sources.streams"},
+    "_sources.streams": set(),
+    "_sources.http_file": {"_sources.http_exchange", "_sources.http_wire"},
+    "_sources.http_exchange": {"_sources.http_wire"},
+    "_sources.http_wire": set(),
+    "_sources.hub_files": {"_sources.http_file"},
+    "_sources.stores": set(),
+    "_sources.filesystems": {"_sources.stores", "_sources.http_file"},
+}
+
+
+def test_the_source_package_is_a_protocol_and_backends_beside_each_other() -> None:
+    assert set(SHARED) | set(BACKENDS) | {"_sources"} == {
+        module for module in MODULES if module.startswith("_sources")
+    }
+    for module in SHARED:
+        assert not GRAPH[module] & set(BACKENDS), (module, GRAPH[module] & set(BACKENDS))
+    for module, allowed in BACKENDS.items():
+        others = GRAPH[module] & set(BACKENDS)
+        assert others <= allowed, (module, others - allowed)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import safetensors_header._local as local
+import safetensors_header._sources.local as local
 from safetensors_header import (
     Header,
     open_file,

@@ -27,7 +27,7 @@ from safetensors_header import (
     read_ranges,
     read_tensor,
 )
-from safetensors_header._options import LOCAL_GAP, REMOTE_GAP
+from safetensors_header._sources.options import LOCAL_GAP, REMOTE_GAP
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -297,8 +297,9 @@ def test_a_file_replaced_between_requests_is_an_error(site: Site) -> None:
     site.files["m"] = FILE
     site.replace_after_first = {"m": FILE.replace(b"F32", b"F16")}
     far_apart = [(0, 8), (len(FILE) - 8, 8)]
-    with pytest.raises(RemoteError, match="replaced since the first request"):
+    with pytest.raises(HeaderError, match="replaced since the first request") as caught:
         read_ranges(site.url("m"), far_apart, gap=0)
+    assert caught.value.kind == "FileChanged"
     assert site.done(2)[1].if_range is not None
 
 
@@ -652,7 +653,7 @@ def test_local_reads_import_no_store_or_http_module(tmp_path: Path) -> None:
         f"read_ranges({str(path)!r}, [(header.data_start, 8)])\n"
         "read_ranges(b'0123456789', [(2, 3)])\n"
         "loaded = [m for m in ('fsspec', 'obstore', 'urllib.request', 'http.client',\n"
-        "          'safetensors_header._stores', 'safetensors_header._remote', 'threading')\n"
+        "          'safetensors_header._sources.stores', 'safetensors_header._remote', 'threading')\n"
         "          if m in sys.modules]\n"
         "print(loaded)\n"
     )

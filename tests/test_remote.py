@@ -21,9 +21,9 @@ from helpers import build, tensor
 from loopback import Handler, Hit, Site
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header
-from safetensors_header import _http as remote
-from safetensors_header import _rangefile as sources
-from safetensors_header._options import FIRST_READ
+from safetensors_header._sources import http_exchange as remote
+from safetensors_header._sources import base as sources
+from safetensors_header._sources.options import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
 
@@ -341,8 +341,8 @@ def test_file_replaced_between_the_two_requests_without_an_etag(site: Site) -> N
     site.replace_after_first = {"m.safetensors": with_header_size(3000, data=24)}
     site.send_etag = False
     with pytest.raises(
-        RemoteError,
-        match="changed between two requests: its size was 3,024 bytes, and is now 3,032",
+        HeaderError,
+        match=r"changed between two reads \(its size was 3,024 bytes and is 3,032 now\)",
     ):
         read_header(site.url("m.safetensors"), first_read=SMALL_READ)
     assert site.done(2)[1].if_range is None

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import build, tensor
 
-from safetensors_header import HeaderError, _local, parse_header, read_header
+from safetensors_header import HeaderError, parse_header, read_header
+from safetensors_header._sources import local as _local
 
 DATA = Path(__file__).parent / "data"
 GOOD = build({"__metadata__": {"k": "v"}, "a": tensor("F32", [2], 0, 8)}, b"abcdefgh", pad=True)

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from .._errors import HeaderError
 from .._header import Header, TensorInfo
-from .._hub import hub_repository
-from .._sources import kind_of, read_header
+from .._sources import is_checkpoint, read_header
 from .output import PROG, STDIN, Output, shown_source
 
 __all__ = [
@@ -132,18 +131,9 @@ def hub_source(source: str, err: Output) -> str:
     return f"hf://{source}"
 
 
-def _is_remote(source: str) -> bool:
-    """An http(s) URL, or another URL that fsspec reads (``s3://``, ``hf://``, ``file://``...)."""
-    return kind_of(source) in ("http", "fsspec")
-
-
 def _is_checkpoint(source: str) -> bool:
-    """An index JSON (local or a URL) or a directory: read with read_checkpoint."""
-    return (
-        source.endswith(".json")
-        or (source.startswith("hf://") and hub_repository(source) is not None)
-        or (source != STDIN and not _is_remote(source) and os.path.isdir(source))
-    )
+    """An index JSON (local or a URL), a directory or a Hub repository: read_checkpoint's."""
+    return source != STDIN and is_checkpoint(source)
 
 
 class _Recorder:
@@ -245,7 +235,7 @@ def _read_checkpoint(
 ) -> Read:
     from .._checkpoint import directory_entry, no_entry, read_checkpoint
 
-    if _is_remote(source) or not os.path.isdir(source):
+    if "://" in source or not os.path.isdir(source):
         return Read(source, checkpoint=read_checkpoint(source, progress=progress))
     picked, names = directory_entry(source)
     if picked is None:

@@ -1,4 +1,7 @@
-"""Hugging Face Hub URLs: ``hf://`` paths as the HTTPS URLs that serve their bytes.
+"""What the source layer knows of the Hugging Face Hub: ``hf://`` paths as the HTTPS URLs
+that serve their bytes, the token sent with them, what a repository named without a file
+is read as, and what the Hub's errors mean. No I/O here: the Hub's files are read by
+`hub_files`, over HTTP.
 
 Layer: sources (standard library only).
 """
@@ -10,8 +13,10 @@ import os
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Final
 
-__all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_repository", "hub_url"]
+__all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_hint", "hub_repository"]
+__all__ += ["hub_url"]
 
 #: Where the Hub is, unless ``HF_ENDPOINT`` says otherwise (as for huggingface_hub).
 HUB_ENDPOINT = "https://huggingface.co"
@@ -75,16 +80,21 @@ def hub_repository(url: str, /) -> str | None:
     return None if path else f"hf://{kind}{org}/{repo}/"
 
 
-def hub_headers(headers: Mapping[str, str] | None, token: str | None = None) -> dict[str, str]:
+def hub_headers(
+    headers: Mapping[str, str] | None, token: str | bool | None = None
+) -> dict[str, str]:
     """The caller's headers for a request to the Hub, with ``Authorization: Bearer <token>``
     added unless the caller gives one: `token`, else ``HF_TOKEN`` (or the older
     ``HUGGING_FACE_HUB_TOKEN``) from the environment, else the token huggingface_hub's
     login saved (``$HF_TOKEN_PATH``, else ``$HF_HOME/token``, else
-    ``~/.cache/huggingface/token``). The HTTP client sends it to the Hub's own origin only,
-    never on to the CDN a large file is redirected to."""
+    ``~/.cache/huggingface/token``); ``token=False`` sends none (as huggingface_hub reads
+    it). The HTTP client sends it to the Hub's own origin only, never on to the CDN a large
+    file is redirected to."""
     given = dict(headers or {})
-    if any(name.lower() == "authorization" for name in given):
+    if token is False or any(name.lower() == "authorization" for name in given):
         return given
+    if not isinstance(token, str):
+        token = None
     token = token or _saved_token()
     if token:
         given["Authorization"] = f"Bearer {token}"
@@ -120,3 +130,25 @@ def _parts(url: str) -> tuple[str, str, str, str]:
             f"expected hf://[datasets/|spaces/]<org>/<repo>[@<revision>]/<file>, not {url!r}"
         )
     return kind, org, repo, path
+
+
+_HUB_HINTS: Final = {
+    "RepoNotFound": (
+        "the Hugging Face Hub has no such repository, or it is private or gated and the "
+        "request had no token for it (set HF_TOKEN, or pass headers={'Authorization': "
+        "'Bearer <token>'})"
+    ),
+    "GatedRepo": (
+        "the repository is gated: accept its conditions on its page on the Hub, then read "
+        "it with a token of that account (HF_TOKEN)"
+    ),
+    "EntryNotFound": "the repository has no such file at this revision",
+    "RevisionNotFound": "the repository has no such revision (branch, tag or commit)",
+    "DisabledRepo": "the repository has been disabled on the Hub",
+}
+
+
+def hub_hint(code: str) -> str | None:
+    """What the Hub's ``X-Error-Code`` means for the reader (None for a code it does not
+    know: the server's own message never reaches a terminal)."""
+    return _HUB_HINTS.get(code)

@@ -30,6 +30,9 @@ FIRST_READ: Final = 128 * 1024
 #: then every single wait (a connect, a socket read) still ends after this long.
 TIMEOUT: Final = 10.0
 RETRIES: Final = 2  # retries after the first attempt, so at most 3 attempts per request
+# The longest single wait handed to a socket: 31 years, as good as none (a socket's timeout
+# is held in nanoseconds in 64 bits, so `settimeout` refuses much over 9.2e9 seconds).
+_LONGEST_WAIT: Final = 1e9
 #: Requests in flight at once, for URLs and object stores: the shards' headers of a
 #: checkpoint of up to 16 files in one round trip, and the parts of a long read.
 WORKERS: Final = 16
@@ -160,7 +163,7 @@ class Clock:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"the call's timeout of {self.timeout:g} s is up")
-        return left
+        return min(left, _LONGEST_WAIT)
 
     def allows(self, delay: float) -> bool:
         """Whether there is time for a wait of `delay` seconds and another attempt."""

@@ -1,0 +1,463 @@
+"""Local paths as a `RangeFile` backend.
+
+Layer: sources. A path is read with ``os.preadv`` straight into the memory the bytes are
+returned in (no shared file position, so any number of threads may read one file; a long
+read is split over the machine's cores). Every read is identified by an ``os.fstat`` of the
+descriptor read (device, inode, size and modification time: `RangeFile.identify`), so a file
+rewritten or replaced between two reads is the one ``FileChanged`` error, never a mix of two
+files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import stat
+
+from .._errors import HeaderError
+from .._header import FileIdentity
+from .._parser import parse_file_start, parse_header
+from .base import RangeFile, ShortRead, header_of, identified
+from .options import LOCAL_GAP
+from .planning import cut
+from .streams import StreamFile, read_at_most
+from .threads import run_parallel
+from .urls import beside
+
+__all__ = ["INDEX_NAMES", "SINGLE_NAMES", "PathFile", "directory_entry", "header_at"]
+__all__ += ["mode_kind", "no_entry", "read_path", "stat_validators"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, Final, NoReturn
+
+    from .._header import Header
+    from .base import Validators
+    from .options import Clock, Options
+    from .planning import Read
+
+#: Index file names looked for in a directory, in this order.
+INDEX_NAMES: Final = (
+    "model.safetensors.index.json",
+    "diffusion_pytorch_model.safetensors.index.json",
+)
+#: Single-file checkpoint names looked for in a directory, after the index names.
+SINGLE_NAMES: Final = ("model.safetensors", "diffusion_pytorch_model.safetensors")
+# Opening a checkpoint's file: O_NONBLOCK so that a FIFO does not wait for a writer (it is
+# then refused as not a regular file); O_NOFOLLOW on the resolved path, which has no links
+# left to follow.
+_CONTAINED_FLAGS: Final = (
+    os.O_RDONLY
+    | getattr(os, "O_BINARY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+)
+#: Bytes of a regular file read at once: most headers in one system call.
+FILE_FIRST_READ: Final = 16 * 1024
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+# A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
+# allocate n bytes before it finds that out: read at most this much at a time.
+_STREAM_CHUNK: Final = 16 * 2**20
+# A local read at least this long is split over the cores, in parts of `_PART` bytes (the
+# copy out of the page cache, and the page faults of fresh memory, scale with them).
+_PARALLEL: Final = 32 << 20
+_PART: Final = 8 << 20
+_IOV_MAX: Final = 1024  # buffers per preadv call (POSIX's minimum IOV_MAX is 16; Linux's 1024)
+_pread: Callable[[int, int, int], bytes] | None = getattr(os, "pread", None)
+
+
+def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> Header:
+    """A local file's header: a regular file's from its first read (one ``open``, one
+    ``fstat``, one ``read`` and one ``close`` for most headers), anything else's as `PathFile`
+    reads it."""
+    # The descriptor itself (no file object: a tenth of a small header's time).
+    descriptor = os.open(path, _OPEN_FLAGS)
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISFIFO(status.st_mode) or stat.S_ISCHR(status.st_mode):
+            # A pipe is read from this very descriptor: opened again, it would wait for a
+            # writer that may have written and gone (its bytes with the first reader).
+            from .options import Clock, Options
+
+            stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
+            descriptor = -1  # (the stream closes it)
+            with stream:
+                file = StreamFile(stream, Options(), shown=os.fsdecode(path))
+                return header_of(file, limit, Clock(None))
+        if stat.S_ISREG(status.st_mode):
+            # `header_at`'s first read, inline: the common case touches as little code as it
+            # can (a small header's read is mostly what it fetches back into the caches).
+            size = status.st_size
+            parsed = parse_file_start(os.read(descriptor, min(size, FILE_FIRST_READ)), size, limit)
+            header = None
+            if not isinstance(parsed, int):
+                header = parsed
+            elif _pread is not None:
+                whole = _pread(descriptor, parsed, 0)
+                if len(whole) == parsed:
+                    header = parse_header(whole, file_size=size, max_header_size=limit)
+            if header is not None:
+                identity = FileIdentity(os.fsdecode(path), size, stat_validators(status))
+                return identified(header, identity)
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)
+    from .options import Clock, Options
+
+    # A longer header cut meanwhile, a block device: the general loop.
+    return header_of(PathFile(path, Options()), limit, Clock(None))
+
+
+def header_at(descriptor: int, size: int, limit: int) -> Header | None:
+    """The header of the regular file open as `descriptor` (of `size` bytes), read from
+    offset 0 in one read (two for a header over 16 KiB); None if the file was cut short
+    meanwhile (read it as a stream). Raises what the bytes decide."""
+    if _pread is not None:
+        ahead = _pread(descriptor, min(size, FILE_FIRST_READ), 0)
+    else:  # (Windows)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        ahead = os.read(descriptor, min(size, FILE_FIRST_READ))
+    parsed = parse_file_start(ahead, size, limit)
+    if not isinstance(parsed, int):
+        return parsed
+    if _pread is None:
+        return None
+    # The rest of a longer header: the whole of it read again in one call, rather than the
+    # rest read and joined (a copy more).
+    whole = _pread(descriptor, parsed, 0)
+    if len(whole) == parsed:
+        return parse_header(whole, file_size=size, max_header_size=limit)
+    return None
+
+
+class PathFile(RangeFile):
+    """A local file by its path; reopened, and checked to be the same file, at every read.
+
+    A regular file (or a block device) is read with ``os.preadv`` at any offset; anything
+    else (a pipe, a FIFO, ``/dev/stdin``) as a stream, from where it is, once.
+    """
+
+    default_gap = LOCAL_GAP
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | os.PathLike[bytes],
+        options: Options,
+        *,
+        shown: str | None = None,
+        flags: int = _OPEN_FLAGS,
+        refuse: Callable[[int], NoReturn] | None = None,
+    ) -> None:
+        super().__init__(options, os.fsdecode(path) if shown is None else shown)
+        self.path = path
+        self.flags = flags
+        # Called with the mode of a file that is not a regular file, to raise instead.
+        self.refuse = refuse
+        self.seekable = True
+        self._stream: StreamFile | None = None  # a pipe's reader, kept: it is read once
+        # A checkpoint's file: the resolved folders its siblings must resolve into, and the
+        # file that named it (for messages); None for a file read on its own.
+        self.roots: tuple[str, ...] | None = None
+        self.index = self.shown
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.shown)
+
+    def candidates(self, *, follow_links: bool = False) -> list[RangeFile]:
+        """A directory: the first of `INDEX_NAMES` and `SINGLE_NAMES` in it, kept inside
+        it; an index: itself, its shards kept inside its directory; else itself."""
+        shown = self.shown
+        if os.path.isdir(self.path):
+            picked, names = directory_entry(shown)
+            if picked is None:
+                raise no_entry(shown, names)
+            roots = None if follow_links else _roots(os.fsdecode(self.path))
+            where = os.path.join(shown, picked)
+            file = _contained(where, f"{picked!r} in the directory", shown, roots, self.options)
+            file.index = where  # (its shards are named by it)
+            return [file]
+        if not shown.endswith(".json"):
+            return [self]
+        self.roots = () if follow_links else _roots(os.path.dirname(os.fsdecode(self.path)))
+        return [self]
+
+    @property
+    def local_path(self) -> str | None:
+        self.prepare()
+        return os.fsdecode(self.path) if self.seekable else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_stream": None}
+
+    def open_checked(self) -> int:
+        """A new descriptor of the file, checked to be the file first read (its identity,
+        pinned by the first call); the caller closes it."""
+        try:
+            descriptor = os.open(self.path, self.flags)
+        except OSError as error:
+            if self.shown == os.fsdecode(self.path):
+                raise
+            # Named as the caller knows it (a shard as its index names it, not as resolved).
+            raise OSError(error.errno, error.strerror, self.shown) from None
+        try:
+            status = os.fstat(descriptor)
+            mode = status.st_mode
+            if not stat.S_ISREG(mode) and self.refuse is not None:
+                self.refuse(mode)
+            if stat.S_ISBLK(mode):  # a block device: its size is where seeking ends
+                size: int | None = os.lseek(descriptor, 0, os.SEEK_END)
+            elif stat.S_ISREG(mode):
+                size = status.st_size
+            else:
+                size = None  # a stream
+            if not self.identified:
+                self.seekable = size is not None
+            self.identify(size, stat_validators(status))
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
+
+    def prepare(self) -> None:
+        if not self.identified:
+            descriptor = self.open_checked()  # learns the size and whether it can seek
+            if self.seekable:
+                os.close(descriptor)
+            else:  # a pipe: kept, and read from this descriptor (see `_streamed`)
+                self._keep_stream(descriptor)
+
+    def can_seek(self) -> bool:
+        self.prepare()
+        return self.seekable
+
+    def first_read_size(self) -> int:
+        self.prepare()
+        if not self.seekable:
+            return 8  # a stream: exactly the bytes of the header, the data left in it
+        return min(self.size or 0, FILE_FIRST_READ)
+
+    def first(self, count: int, clock: Clock) -> bytes:
+        return self.read(0, count, clock)
+
+    def read(self, start: int, stop: int, clock: Clock) -> bytes:
+        if not self.seekable:
+            return self._streamed().read(start, stop, clock)
+        return super().read(start, stop, clock)
+
+    def _streamed(self) -> StreamFile:
+        if self._stream is None:
+            self._keep_stream(self.open_checked())
+        assert self._stream is not None
+        return self._stream
+
+    def _keep_stream(self, descriptor: int) -> None:
+        # Kept open between reads (a pipe is read once, in order, from one descriptor: opened
+        # again it would wait for a writer that may be gone); closed by close().
+        stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
+        self._stream = StreamFile(stream, self.options, shown=self.shown)
+
+    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+        if not self.seekable:
+            if self._stream is None:
+                raise ValueError(
+                    f"reading ranges needs a file it can seek in; {self.shown!r} is a stream "
+                    "(read it in order with read_header or open_file, or copy it to a file)"
+                )
+            self._stream.read_into(reads, clock)
+            return
+        reads = list(reads)
+        descriptor = self.open_checked()
+        try:
+            total = sum(stop - start for start, stop, _ in reads)
+            workers = min(self.options.max_workers, os.cpu_count() or 1)
+            if total >= _PARALLEL and workers > 1 and _preadv is not None:
+                run_parallel(lambda read: _read_at(descriptor, read), cut(reads, _PART), workers)
+            else:
+                for read in reads:
+                    _read_at(descriptor, read)
+            # Rewritten while it was read: the bytes may be a mix.
+            status = os.fstat(descriptor)
+            size = status.st_size if stat.S_ISREG(status.st_mode) else self.size
+            self.identify(size, stat_validators(status))
+        finally:
+            os.close(descriptor)
+
+    def document(self, limit: int, clock: Clock) -> bytes:
+        descriptor = self.open_checked()
+        with open(descriptor, "rb", buffering=0, closefd=True) as file:
+            return read_at_most(file.read, limit + 1)
+
+    def sibling(self, name: str) -> PathFile:
+        """The file `name` beside this one; a checkpoint's (`candidates`) is resolved once,
+        inside the checkpoint's directory (unless links may lead out), opened without
+        following links, and only if it is a regular file."""
+        path = beside(self.shown, name)
+        if self.roots is None:
+            return PathFile(path, self.options)
+        return _contained(path, f"shard {name!r}", self.index, self.roots or None, self.options)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.stream.close()
+            self._stream = None
+
+
+def _contained(
+    path: str, name: str, where: str, roots: tuple[str, ...] | None, options: Options
+) -> PathFile:
+    """`path` as a checkpoint's file: resolved inside `roots` (unless None), and read only
+    if a regular file. Resolved once, and the resolved path opened without following
+    links at every read, so the file checked is the file read. Nothing is read before both
+    checks; `name` and `where` (the index) name it in the errors."""
+    real = os.path.realpath(path)
+    if roots is not None and not _inside(real, roots):
+        raise _bad_index(
+            where,
+            f"{name} leads out of the checkpoint's directory through a symbolic link "
+            "(follow_links=True reads it)",
+        )
+
+    refuse = functools.partial(_refuse, where, name)
+    # Named as the index names it, not as resolved (the resolved path is an internal).
+    file = PathFile(real, options, shown=path, flags=_CONTAINED_FLAGS, refuse=refuse)
+    file.roots, file.index = roots or (), where
+    return file
+
+
+def _refuse(where: str, name: str, mode: int) -> NoReturn:
+    raise _bad_index(where, f"{name} is not a regular file but {mode_kind(mode)}")
+
+
+def _bad_index(where: str, problem: str) -> HeaderError:
+    return HeaderError("InvalidIndex", f"{where}: {problem}")
+
+
+def _roots(folder: str) -> tuple[str, ...]:
+    """The resolved directories that a checkpoint's local files may resolve into.
+
+    The folder itself; and for a Hugging Face cache snapshot (``<repo>/snapshots/<rev>/``,
+    whose files are links to ``../../blobs/<hash>``), its repository's ``blobs/``.
+    """
+    real = os.path.realpath(folder)
+    snapshots = os.path.dirname(real)
+    if os.path.basename(snapshots) != "snapshots":
+        return (real,)
+    return real, os.path.realpath(os.path.join(os.path.dirname(snapshots), "blobs"))
+
+
+def _inside(real: str, roots: tuple[str, ...]) -> bool:
+    """Whether a resolved path is below one of the resolved roots."""
+    path = os.path.normcase(real)
+    return any(path.startswith(os.path.join(os.path.normcase(root), "")) for root in roots)
+
+
+def directory_entry(folder: str | os.PathLike[str]) -> tuple[str | None, list[str]]:
+    """What a checkpoint's directory is read as, and what else the directory holds.
+
+    Returns the first of `INDEX_NAMES`, then of `SINGLE_NAMES`, that is a file there
+    (``None`` when none is), and the names of everything in the directory, sorted.
+    """
+    with os.scandir(folder) as entries:
+        found = {entry.name: entry.is_file() for entry in entries}
+    names = (*INDEX_NAMES, *SINGLE_NAMES)
+    return next((name for name in names if found.get(name)), None), sorted(found)
+
+
+def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundError:
+    """The error for a directory that holds no checkpoint: what it holds instead."""
+    from .._diagnose import listed
+
+    wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names) in the directory"
+    odd = [name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names]
+    if odd:  # there, but not a file: a FIFO, a directory, a broken link...
+        return FileNotFoundError(
+            errno.ENOENT, f"{odd[0]} in the directory is not a regular file", os.fspath(folder)
+        )
+    indexes = [name for name in names if name.endswith(".safetensors.index.json")]
+    files = [name for name in names if name.endswith(".safetensors")]
+    if indexes:
+        problem = f"{wanted}; it holds the index {listed(indexes)}"
+    elif files:
+        count = f"{len(files):,} safetensors file{'' if len(files) == 1 else 's'}"
+        problem = f"{wanted}; it holds {count}: {listed(files)}"
+    else:
+        held = f"it holds {listed(names)}" if names else "it is empty"
+        problem = (
+            f"no safetensors file in the directory ({held}): a checkpoint directory holds "
+            f"{SINGLE_NAMES[0]} or {INDEX_NAMES[0]}"
+        )
+    return FileNotFoundError(errno.ENOENT, problem, os.fspath(folder))
+
+
+def stat_validators(status: os.stat_result) -> Validators:
+    """What an ``os.stat`` says changes when a local file does (its size is apart)."""
+    return (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
+
+
+def _read_at(descriptor: int, read: Read) -> None:
+    """Bytes ``[start, stop)`` of a file into their segments; the bytes between them into
+    scratch space. `ShortRead` where the file ends first."""
+    start, stop, segments = read
+    buffers: list[memoryview] = []
+    at = start
+    for offset, view in segments:
+        if offset > at:
+            buffers.append(memoryview(bytearray(offset - at)))
+        buffers.append(view)
+        at = offset + len(view)
+    if stop > at:
+        buffers.append(memoryview(bytearray(stop - at)))
+    position = start
+    index = 0
+    while index < len(buffers):
+        batch = buffers[index : index + _IOV_MAX]
+        if _preadv is not None:
+            count = _preadv(descriptor, batch, position)
+        else:
+            count = _read_one(descriptor, batch[0], position)
+        if count == 0:
+            raise ShortRead(position)
+        position += count
+        # Drop the buffers filled; cut the one filled in part.
+        while count and index < len(buffers):
+            size = len(buffers[index])
+            if count >= size:
+                count -= size
+                index += 1
+            else:
+                buffers[index] = buffers[index][count:]
+                count = 0
+
+
+_preadv: Callable[[int, Sequence[memoryview], int], int] | None = getattr(os, "preadv", None)
+
+
+def _read_one(descriptor: int, view: memoryview, position: int) -> int:
+    """One read at `position` where there is no preadv: pread and a copy, or (Windows: one
+    descriptor per call, so the position is not shared) a seek and a readinto."""
+    if _pread is not None:
+        data = _pread(descriptor, min(len(view), _STREAM_CHUNK), position)
+        view[: len(data)] = data
+        return len(data)
+    os.lseek(descriptor, position, os.SEEK_SET)
+    with open(descriptor, "rb", buffering=0, closefd=False) as file:
+        return file.readinto(view[:_STREAM_CHUNK]) or 0
+
+
+def mode_kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for a message: "a FIFO (named pipe)", ..."""
+    for test, kind in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a file"
