@@ -48,8 +48,13 @@ import os
 import string
 import sys
 
-import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
-import numpy as np
+from ._extras import missing
+
+try:
+    import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
+    import numpy as np
+except ModuleNotFoundError as error:
+    raise missing(error, "awkward", "safetensors_header.awkward") from None
 
 from . import _replace
 from ._encode import NUMPY_KINDS, encode_header
@@ -909,7 +914,10 @@ def _write(
         views = {name: (dtype, shape, data.data) for name, (dtype, shape, data) in tensors.items()}
         return write_file(destination, views, metadata=metadata)  # type: ignore[arg-type]
     if kind == "fsspec":
-        import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
+        try:
+            import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
+        except ModuleNotFoundError as error:
+            raise missing(error, "fsspec", "writing to an fsspec URL") from None
 
         filesystem, path = fsspec.core.url_to_fs(destination, **(storage_options or {}))
         destination = (filesystem, path)

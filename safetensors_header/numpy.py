@@ -20,7 +20,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 
-import numpy as np
+from ._extras import install_hint, missing
+
+try:
+    import numpy as np
+except ModuleNotFoundError as error:
+    raise missing(error, "numpy", "safetensors_header.numpy") from None
 
 from ._encode import dtype_name
 from ._fetch import SafetensorsFile, local_path, map_file, open_file, opened
@@ -114,8 +119,8 @@ def numpy_dtype(dtype: str, /) -> np.dtype[Any]:
             import ml_dtypes  # optional: only BF16 and F8 need it
         except ImportError:
             raise TypeError(
-                f"dtype {dtype} needs ml_dtypes for numpy: pip install ml-dtypes "
-                "(or pass names= to load the other tensors)"
+                f"dtype {dtype} needs ml_dtypes for numpy, which is not installed: "
+                f"{install_hint('ml-dtypes')} (or pass names= to load the other tensors)"
             ) from None
         found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, info.ml_dtypes))
         return found

@@ -31,11 +31,16 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-from obspec_utils.registry import ObjectStoreRegistry
-from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
-from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
-from zarr.core.metadata.v3 import ArrayV3Metadata
+from ._extras import missing
+
+try:
+    import numpy as np
+    from obspec_utils.registry import ObjectStoreRegistry
+    from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+    from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+except ModuleNotFoundError as error:
+    raise missing(error, "virtualizarr", "safetensors_header.virtualizarr") from None
 
 from ._checkpoint import Checkpoint, read_checkpoint
 from ._fetch import beside

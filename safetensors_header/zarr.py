@@ -71,6 +71,7 @@ from collections.abc import Mapping
 from itertools import product
 
 from ._checkpoint import Checkpoint
+from ._extras import missing
 from ._format import DTYPES
 from ._geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 
@@ -526,7 +527,10 @@ def _decoded(key: str) -> str:
 
 def _real_dtype(values: Any, dtype: object) -> Any:
     """The values as numpy holds the safetensors dtype: ml_dtypes types for BF16 and F8."""
-    import numpy as np
+    try:
+        import numpy as np
+    except ModuleNotFoundError as error:
+        raise missing(error, "numpy", "safetensors_header.zarr.read_tensors") from None
 
     values = np.asarray(values)
     kind = DTYPES.get(dtype) if isinstance(dtype, str) else None
@@ -535,7 +539,5 @@ def _real_dtype(values: Any, dtype: object) -> Any:
     try:
         import ml_dtypes
     except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f"reading a {dtype} tensor needs ml_dtypes: pip install ml_dtypes", name=error.name
-        ) from None
+        raise missing(error, "ml-dtypes", f"reading a {dtype} tensor") from None
     return values.view(getattr(ml_dtypes, kind.ml_dtypes))

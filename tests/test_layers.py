@@ -50,6 +50,7 @@ MEMBERS = [
         "_encode",
         "_record",
         "_model",
+        "_extras",
     ],
     ["_sources", "_replace"],
     ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer", "_describe"],
