@@ -7,6 +7,7 @@ as an environment without them would.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -61,19 +62,19 @@ def _error_without(hidden: str, code: str) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
-# (hidden modules, code (what runs before "# hide" runs before they are hidden), error, extra)
+# (hidden module, code (what is before "# hide" runs before it is hidden), what needs it, extra)
 CASES = [
     pytest.param(
         "numpy",
         "import safetensors_header.numpy",
-        "ModuleNotFoundError: safetensors_header.numpy needs numpy",
+        "safetensors_header.numpy",
         "numpy",
         id="numpy",
     ),
     pytest.param(
         "ml_dtypes",
         "import numpy\nfrom safetensors_header.numpy import numpy_dtype\nnumpy_dtype('BF16')",
-        "TypeError: dtype BF16 needs ml_dtypes for numpy, which is not installed",
+        "dtype BF16",
         "ml-dtypes",
         id="numpy-ml_dtypes",
     ),
@@ -83,28 +84,28 @@ CASES = [
         "class Array:\n    attrs = {}\n    def __getitem__(self, key): return [1.0]\n"
         "class Group:\n    def arrays(self): return [('t', Array())]\n"
         "read_tensors(Group())",
-        "ModuleNotFoundError: safetensors_header.zarr.read_tensors needs numpy",
+        "safetensors_header.zarr.read_tensors",
         "numpy",
         id="zarr-numpy",
     ),
     pytest.param(
         "ml_dtypes",
         "import numpy\nfrom safetensors_header.zarr import _real_dtype\n_real_dtype([1], 'BF16')",
-        "ModuleNotFoundError: reading a BF16 tensor needs ml_dtypes",
+        "reading a BF16 tensor",
         "ml-dtypes",
         id="zarr-ml_dtypes",
     ),
     pytest.param(
         "awkward",
         "import safetensors_header.awkward",
-        "ModuleNotFoundError: safetensors_header.awkward needs awkward",
+        "safetensors_header.awkward",
         "awkward",
         id="awkward",
     ),
     pytest.param(
         "numpy",
         "import safetensors_header.awkward",
-        "ModuleNotFoundError: safetensors_header.awkward needs numpy",
+        "safetensors_header.awkward",
         "awkward",
         id="awkward-numpy",
     ),
@@ -112,60 +113,58 @@ CASES = [
         "fsspec",
         "import awkward as ak\nfrom safetensors_header.awkward import to_safetensors\n# hide\n"
         "to_safetensors(ak.Array([1, 2]), 'memory://x.safetensors')",
-        "ModuleNotFoundError: writing to an fsspec URL needs fsspec",
+        "writing to an fsspec URL",
         "fsspec",
         id="awkward-fsspec",
     ),
     pytest.param(
         "obspec_utils",
         "import safetensors_header.virtualizarr",
-        "ModuleNotFoundError: safetensors_header.virtualizarr needs obspec_utils",
+        "safetensors_header.virtualizarr",
         "virtualizarr",
         id="virtualizarr-obspec_utils",
     ),
     pytest.param(
         "virtualizarr",
         "import safetensors_header.virtualizarr",
-        "ModuleNotFoundError: safetensors_header.virtualizarr needs virtualizarr",
+        "safetensors_header.virtualizarr",
         "virtualizarr",
         id="virtualizarr",
     ),
     pytest.param(
         "icechunk",
         "import safetensors_header.icechunk",
-        "ModuleNotFoundError: safetensors_header.icechunk needs icechunk",
+        "safetensors_header.icechunk",
         "icechunk",
         id="icechunk",
     ),
     pytest.param(
         "xarray",
         "import safetensors_header.icechunk",
-        "ModuleNotFoundError: safetensors_header.icechunk needs",  # icechunk, where missing
+        "safetensors_header.icechunk",
         "icechunk",
         id="icechunk-xarray",
     ),
 ]
 
 
-@pytest.mark.parametrize(("hidden", "code", "said", "extra"), CASES)
+@pytest.mark.parametrize(("hidden", "code", "who", "extra"), CASES)
 def test_a_missing_library_names_the_extra_and_the_python(
-    hidden: str, code: str, said: str, extra: str
+    hidden: str, code: str, who: str, extra: str
 ) -> None:
-    for module in ("numpy", "awkward", "zarr", "virtualizarr", "obspec_utils"):
-        if module in code and module != hidden and _absent(module):
+    for module in re.findall(r"^import (\w+)", code, re.MULTILINE):
+        if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed: the case needs it")
     error = _error_without(hidden, code)
-    assert error.startswith(said), error
+    said = re.match(rf"(ModuleNotFoundError|TypeError): {re.escape(who)} needs (\w+)", error)
+    assert said, error
+    # The hidden module, or one missing here that the extra installs (on Python 3.10 the
+    # virtualizarr extra installs nothing: obspec_utils is the first import that fails).
+    assert said[2] == hidden or importlib.util.find_spec(said[2]) is None, error
     major, minor = EXTRAS[extra]
     assert f"pip install 'safetensors_header[{extra}]' (Python {major}.{minor}+" in error
     if sys.version_info < (major, minor):
         assert f"this is Python {sys.version_info.major}.{sys.version_info.minor}" in error
-
-
-def _absent(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is None
 
 
 def test_an_older_python_is_said_to_be_the_cause(monkeypatch: pytest.MonkeyPatch) -> None:
