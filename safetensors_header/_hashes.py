@@ -301,18 +301,12 @@ def verify_tensors(
 
 
 def tensor_fingerprint(
-    name: str,
-    dtype: str,
-    shape: Sequence[int],
-    digest: bytes,
-    new: Callable[[], Hasher] | str = "sha256",
+    name: str, dtype: str, shape: Sequence[int], digest: bytes, new: Callable[[], Hasher]
 ) -> bytes:
     """A tensor's fingerprint: the digest of its record, ``u64(len(name)) name
     u64(len(dtype)) dtype u64(len(shape)) u64(dim)... digest``, where ``name`` is UTF-8,
     ``dtype`` ASCII (the header's ``"BF16"``), ``u64`` 8 bytes little-endian and ``digest``
-    the raw digest of the tensor's bytes (docs/integrity.md)."""
-    if isinstance(new, str):
-        new = _hasher(new)
+    the raw digest of the tensor's bytes, and the digest `new()`'s (docs/integrity.md)."""
     encoded, kind = name.encode("utf-8"), dtype.encode("ascii")
     hasher = new()
     hasher.update(

@@ -371,3 +371,23 @@ def test_validate_sees_a_relabel_through_the_fingerprints(tmp_path: Path) -> Non
         f"{path}: hashes: 1 tensor not as the manifest says",
         f"{path}: hashes: w: changed",
     ]
+
+
+def test_plain_output_without_files_and_fingerprint_lines_is_read(tmp_path: Path) -> None:
+    # hash's plain output of before (each tensor's line, then the content line) is read too.
+    _checkpoint(tmp_path)
+    hashes = hash_tensors(tmp_path)
+    plain = tmp_path / "hashes.txt"
+    lines = [f"{digest}  {name}" for name, digest in hashes.tensors.items()]
+    lines.append(f"{hashes.content}  (sha256 of the 6 tensor digests of {tmp_path})")
+    plain.write_text("\n".join(lines) + "\n")
+    ok = _run("validate", "--hashes", str(plain), str(tmp_path))
+    assert (ok.returncode, ok.stdout) == (0, f"{tmp_path}: ok (6 tensors)\n"), ok.stderr
+
+
+def test_an_algorithm_there_is_not_is_said_for_each_source(tmp_path: Path) -> None:
+    _checkpoint(tmp_path)
+    result = _run("hash", "--algorithm", "sha3", str(tmp_path))
+    assert result.returncode == 1
+    assert "unknown hash algorithm 'sha3'" in result.stderr
+    assert "blake3 with its package" in result.stderr

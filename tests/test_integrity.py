@@ -364,3 +364,51 @@ def test_blake3_without_its_package_says_how_to_install_it(monkeypatch: pytest.M
         hash_tensors(FILE, algorithm="blake3")
     with pytest.raises(ValueError, match="blake3 package"):
         TensorHashes.from_manifest({"algorithm": "blake3", "content": "0" * 64, "tensors": {}})
+
+
+def test_records_pickle_and_old_manifests_write_what_they_read(tmp_path: Path) -> None:
+    import pickle
+
+    hashes = hash_tensors(_save(tmp_path, _tensors(), 1), files=True)
+    assert pickle.loads(pickle.dumps(hashes)) == hashes
+    old = TensorHashes(hashes.algorithm, hashes.tensors, hashes.content)
+    assert old.manifest() == {
+        "algorithm": "sha256",
+        "content": hashes.content,
+        "tensors": dict(hashes.tensors),
+    }
+    assert pickle.loads(pickle.dumps(old)) == old
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ({"algorithm": b"sha256", "content": "", "tensors": {}}, "not a bytes"),
+        ({"algorithm": "md5", "content": "g" * 32, "tensors": {}}, "content: a md5 digest is 32"),
+        ({"algorithm": "md5", "content": "0" * 32, "tensors": {1: "0" * 32}}, "not a number"),
+        ({"algorithm": "md5", "content": "0" * 32, "tensors": {}, "files": []}, "files are an"),
+        ({"algorithm": "md5", "content": "0" * 32, "tensors": {"a": None}}, "'a': a md5 .* null"),
+        ({"algorithm": "shake_128", "content": "", "tensors": {}}, "no fixed digest size"),
+    ],
+    ids=["bytes", "not-hex", "name", "files", "null", "shake"],
+)
+def test_what_is_not_a_manifest_is_said(document: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        TensorHashes.from_manifest(document)
+
+
+def test_a_failure_in_a_worker_is_raised_and_a_timeout_left_is_no_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _save(tmp_path, _tensors(), 3)
+    assert hash_tensors(path, timeout=600) == hash_tensors(path)
+    real = hashes_module._tensor_digest
+
+    def failing(file: Any, info: Any, *args: Any) -> bytes:
+        if info.name == "model.layers.0.attn.q.weight":
+            raise OSError(5, "Input/output error")
+        return real(file, info, *args)
+
+    monkeypatch.setattr(hashes_module, "_tensor_digest", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        hash_tensors(path, max_workers=3)
