@@ -253,7 +253,9 @@ def read_checkpoint(
     return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
 
 
-def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
+def files_of(
+    source: Any, /, **transport: Unpack[Transport]
+) -> list[tuple[str | None, SafetensorsFile]]:
     """The files of what a reader of several files was given, each opened, by name.
 
     A `Checkpoint`: its shards, by their names. A `SafetensorsFile`: itself (named
@@ -266,10 +268,10 @@ def files_of(source: Any) -> list[tuple[str | None, SafetensorsFile]]:
     if isinstance(source, SafetensorsFile):
         return [(None, source)]
     if is_checkpoint(source):
-        return list(read_checkpoint(source).shards.items())
+        return list(read_checkpoint(source, **transport).shards.items())
     from ._fetch import open_file
 
-    return [(None, open_file(source))]
+    return [(None, open_file(source, **transport))]
 
 
 def _counted(

@@ -334,10 +334,10 @@ def read_ranges(
         backend_of(source)  # (a TypeError for a source of no kind, even with nothing to read)
         return [memoryview(b"") for _ in wanted] if buffers is None else buffers
     file = open_source(source, options.replace(timeout=None))
-    _refuse_a_stream(file)
     clock = options.clock()
     if header is not None:
         file.confirm(header, clock)
+    _refuse_a_stream(file)
     return file.read_ranges(wanted, clock, gap=gap, into=buffers)
 
 

@@ -26,9 +26,9 @@ from types import MappingProxyType
 from ._checkpoint import files_of
 from ._fetch import SafetensorsFile, read_planned
 from ._geometry import selected
-from ._sources.options import PART_SIZE, WORKERS, Clock
-from ._sources.planning import allocate, parts, with_segments
 from ._record import frozen_record, set_fields
+from ._sources.options import Clock, Options
+from ._sources.planning import allocate, parts, with_segments
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
 
@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any, Final, TypeAlias
 
+    from typing_extensions import Unpack
+
     from ._header import TensorInfo
     from ._sources.planning import Read
+    from ._sources.transport import Transport
 
     #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
     Selection: TypeAlias = object
@@ -277,8 +280,7 @@ def plan_reads(
     gap: int | None = None,
     max_over_read: float | None = None,
     max_requests: int | None = None,
-    part_size: int = PART_SIZE,
-    max_workers: int = WORKERS,
+    **transport: Unpack[Transport],
 ) -> ReadPlan:
     """Plan the reads of a selection of tensors of a file or a checkpoint.
 
@@ -302,10 +304,11 @@ def plan_reads(
         max_requests: The most requests per file (``None``: no bound). Gaps wider than
             `gap` are then joined, smallest first, until it is met; a ValueError says when
             that would read more than `max_over_read` allows.
-        part_size, max_workers: A longer run is cut into parts, read in parallel, as the
-            data path cuts it (`Transport`): parts of `part_size` bytes, or one per stream
-            (up to ``4 * part_size`` each; `max_workers` streams, 2 a core at most, or 4)
-            where that makes fewer requests.
+        **transport: How the source is reached (`Transport`), for its headers and for the
+            plan's reads: ``part_size`` and ``max_workers`` cut a longer run into parts, read
+            in parallel, as the data path cuts it: parts of `part_size` bytes, or one per
+            stream (up to ``4 * part_size`` each; `max_workers` streams, 2 a core at most,
+            or 4) where that makes fewer requests.
 
     Returns:
         A `ReadPlan`; ``plan.read()`` executes it, ``plan.summary()`` describes it.
@@ -321,11 +324,9 @@ def plan_reads(
         raise ValueError(f"gap must be 0 or more, not {gap!r}")
     if max_requests is not None and operator.index(max_requests) < 1:
         raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
-    if operator.index(part_size) < 1:
-        raise ValueError(f"part_size must be 1 or more, not {part_size!r}")
-    if operator.index(max_workers) < 1:
-        raise ValueError(f"max_workers must be 1 or more, not {max_workers!r}")
-    files = files_of(source)
+    options = Options.given("plan_reads", transport)
+    part_size, max_workers = options.part_size, options.max_workers
+    files = files_of(source, **transport)
     choose = _chooser(select, files)
     tensors: list[PlannedTensor] = []
     requests: list[tuple[str | None, int, int]] = []

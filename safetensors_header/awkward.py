@@ -61,9 +61,9 @@ from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
 from ._fetch import SafetensorsFile, opened
 from ._format import MAX_HEADER_SIZE
-from ._sources.options import Options
 from ._parser import parse_header
 from ._sources import Source, backend_of
+from ._sources.options import Options
 from ._writer import write_file
 
 __all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]

@@ -31,9 +31,9 @@ from ._encode import dtype_name
 from ._fetch import SafetensorsFile, local_path, map_file, open_file, opened
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._header import Header, TensorInfo, shown_shape
-from ._sources.options import Options
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
 from ._sources import Source
+from ._sources.options import Options
 from ._writer import file_bytes, write_file
 
 __all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "numpy_dtype"]
@@ -355,7 +355,7 @@ def load_rank(
     gap: int | None = None,
     max_over_read: float | None = None,
     max_requests: int | None = None,
-    timeout: float | None = None,
+    **transport: Unpack[Transport],
 ) -> dict[str, NDArray[Any]]:
     """Rank `rank` of `world`'s part of every tensor of a file or a checkpoint, as arrays.
 
@@ -367,15 +367,19 @@ def load_rank(
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
             (a path or a URL ending in ``.json``), or any source `open_file` takes.
+        **transport: How the source is reached (`Transport`); ``timeout`` bounds the reads
+            of the data (none by default).
     """
+    Options.given("load_rank", transport)  # (a misspelt keyword named as this function's)
     plan = plan_reads(
         source,
         split_tensors(rank, world, axes=axes, default_axis=default_axis),
         gap=gap,
         max_over_read=max_over_read,
         max_requests=max_requests,
+        **transport,
     )
-    return load_plan(plan, timeout=timeout)
+    return load_plan(plan, timeout=transport.get("timeout"))
 
 
 def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:

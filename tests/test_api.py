@@ -434,6 +434,8 @@ def _readers() -> dict[str, object]:
         "read_checkpoint": safetensors_header.read_checkpoint,
         "load": st_numpy.load,
         "open_tensors": st_numpy.open_tensors,
+        "load_rank": st_numpy.load_rank,
+        "plan_reads": safetensors_header.plan_reads,
     }
     try:
         from safetensors_header import awkward as st_awkward
@@ -464,6 +466,8 @@ def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path
         "read_checkpoint": lambda f, **kw: f(path, **kw),
         "load": lambda f, **kw: f(path, **kw),
         "open_tensors": lambda f, **kw: f(path, **kw),
+        "load_rank": lambda f, **kw: f(path, 0, 2, **kw),
+        "plan_reads": lambda f, **kw: f(path, **kw),
         "from_safetensors": None,  # an awkward file is needed: its names are checked below
     }
     for name, function in _readers().items():

@@ -24,7 +24,6 @@ from loopback import Site
 from safetensors_header import (
     DTYPES,
     HeaderError,
-    RemoteError,
     open_file,
     read_checkpoint,
     read_header,

@@ -211,3 +211,16 @@ def test_the_command_line_reads_org_repo_from_the_hub(
     assert main(["inspect", "org/one"]) == 0
     assert "Hugging Face Hub" not in capsys.readouterr().err
     assert len(hub.hits) == requests
+
+
+def test_token_false_sends_no_token(hub: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub reads token=False as "send none": HF_TOKEN stays at home."""
+    monkeypatch.setenv("HF_TOKEN", "hf_from_the_environment")
+    hub.files["org/repo/resolve/main/model.safetensors"] = SMALL
+    read_header("hf://org/repo/model.safetensors", storage_options={"token": False})
+    read_header("hf://org/repo/model.safetensors")
+    first, second = hub.done(2)
+    assert first.authorization is None
+    assert second.authorization == "Bearer hf_from_the_environment"
+    with pytest.raises(TypeError, match="token must be a str or False, not int"):
+        read_header("hf://org/repo/model.safetensors", storage_options={"token": 3})

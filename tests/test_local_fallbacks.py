@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import safetensors_header._sources.local as local
 from safetensors_header import (
     Header,
     open_file,
@@ -18,6 +17,7 @@ from safetensors_header import (
     read_tensor,
     write_file,
 )
+from safetensors_header._sources import local
 
 NAMES = [f"t{i:03d}" for i in range(40)]
 

@@ -653,7 +653,8 @@ def test_local_reads_import_no_store_or_http_module(tmp_path: Path) -> None:
         f"read_ranges({str(path)!r}, [(header.data_start, 8)])\n"
         "read_ranges(b'0123456789', [(2, 3)])\n"
         "loaded = [m for m in ('fsspec', 'obstore', 'urllib.request', 'http.client',\n"
-        "          'safetensors_header._sources.stores', 'safetensors_header._remote', 'threading')\n"
+        "          'safetensors_header._sources.stores',\n"
+        "          'safetensors_header._sources.http_file', 'threading')\n"
         "          if m in sys.modules]\n"
         "print(loaded)\n"
     )

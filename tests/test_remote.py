@@ -20,9 +20,9 @@ import pytest
 from helpers import build, tensor
 from loopback import Handler, Hit, Site
 
-from safetensors_header import HeaderError, RemoteError, parse_header, read_header
-from safetensors_header._sources import http_exchange as remote
+from safetensors_header import HeaderError, RemoteError, parse_header, read_header, read_ranges
 from safetensors_header._sources import base as sources
+from safetensors_header._sources import http_exchange as remote
 from safetensors_header._sources.options import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
@@ -714,3 +714,20 @@ def test_a_plain_http_store_refused_by_obstore_says_what_to_pass(site: Site) -> 
     )
     allowed = store_module.HTTPStore.from_url(base, client_options={"allow_http": True})
     assert read_header((allowed, "m.safetensors")).file_size == len(GOOD)
+
+
+def test_a_range_past_the_end_of_a_url_is_the_error_a_local_file_gives(site: Site) -> None:
+    """Not a buffer of the range's length made first (4.5 PB: a MemoryError)."""
+    site.files["m"] = with_header_size(100)
+    size = len(site.files["m"])
+    for ranges in ([(0, 1 << 52)], [(size - 10, 100)], [(1 << 40, 1 << 22)]):
+        with pytest.raises(HeaderError, match=f"the file is {size:,} bytes") as caught:
+            read_ranges(site.url("m"), ranges)
+        assert caught.value.kind == "MetadataIncompleteBuffer"
+
+
+@pytest.mark.parametrize("timeout", [1e10, 1e300, float("inf")])
+def test_a_timeout_longer_than_a_socket_takes_is_no_bound(site: Site, timeout: float) -> None:
+    site.files["m"] = with_header_size(100)
+    assert read_header(site.url("m"), timeout=timeout) == read_header(site.files["m"])
+    assert read_ranges(site.url("m"), [(0, 8)], timeout=timeout) == [site.files["m"][:8]]

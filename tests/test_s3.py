@@ -23,7 +23,6 @@ werkzeug_serving = pytest.importorskip("werkzeug.serving")
 
 from safetensors_header import (  # noqa: E402
     HeaderError,
-    RemoteError,
     open_file,
     read_checkpoint,
     read_header,

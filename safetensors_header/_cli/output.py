@@ -31,6 +31,9 @@ _STDIN_SHOWN: Final = "<stdin>"
 _NARROWEST: Final = 12  # a column cut to fit the terminal keeps at least this many characters
 
 
+_UNKNOWN_WIDTH: Final = 80  # a terminal's width when neither it nor COLUMNS says (as shutil's)
+
+
 # The characters a line is checked for: anything but printable ASCII. Printable ones (é, emoji)
 # stay when the output can encode them; the rest (C0, DEL, C1, bidi controls, U+2028/2029,
 # lone surrogates...) are written as escapes.
@@ -41,6 +44,9 @@ _LINES_PER_WRITE: Final = 1024  # lines written at a time
 
 
 _DIGITS: Final = re.compile(r"[0-9]+")
+
+
+_MOST_PARTS: Final = 16  # a dotted name of more parts is cut as any text is
 
 
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as repr() writes them
@@ -141,6 +147,8 @@ class Output:
         On an output that is not UTF-8, every non-ASCII character is escaped: the line is
         then ASCII, which is UTF-8 as JSON must be, whatever the output's encoding.
         """
+        if isinstance(document, dict) and isinstance(document.get("path"), str):
+            document = {**document, "path": without_secrets(document["path"])}
         text = json.dumps(document, ensure_ascii=False)
         if not (text.isascii() and text.isprintable()):
             # Outside strings JSON text is printable ASCII, so every match is in a string.
@@ -206,9 +214,12 @@ class Output:
         if columns > 0:
             return columns
         try:
-            return os.get_terminal_size(self._stream.fileno()).columns
+            columns = os.get_terminal_size(self._stream.fileno()).columns
         except (OSError, ValueError):
-            return 80
+            return _UNKNOWN_WIDTH
+        # A terminal that reports 0 columns (`script`, many CI and container terminals) does
+        # not know its width.
+        return columns if columns > 0 else _UNKNOWN_WIDTH
 
 
 class Progress:
@@ -335,8 +346,8 @@ def _fitted(widths: list[int], shrinkable: Sequence[int], room: int) -> list[int
     fixed = sum(w for i, w in enumerate(widths) if i not in shrinkable) + gaps
     left = room - fixed
     wanted = sorted(widths[i] for i in shrinkable)
-    if sum(wanted) <= left:
-        return widths
+    if not wanted or sum(wanted) <= left:
+        return widths  # nothing to cut (a line wider than a very narrow terminal wraps)
     cap = wanted[-1]
     for done, width in enumerate(wanted):
         share = left // (len(wanted) - done)
@@ -391,7 +402,7 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
     differ still different when shown: a cut that makes two cells look alike (the query and
     key weights of a layer, ``encoder.layer.0…y.weight``) is moved along the cell, else a
     second one is made, so that what tells the cell from the others stays in."""
-    shown = [_middle_cut(cell, width, ellipsis) for cell in cells]
+    shown = [_cut(cell, width, ellipsis) for cell in cells]
     owners: dict[str, set[str]] = {}
     for cell, text in zip(cells, shown, strict=True):
         owners.setdefault(text, set()).add(cell)
@@ -406,13 +417,61 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
         if cell not in moved:
             others = owners[shown[number]] - {cell}
             moved[cell] = cell  # whole, wider than the room, rather than alike another
-            for candidate in _other_cuts(cell, others, width, ellipsis):
+            for candidate in (
+                *_dotted_cuts(cell, width, ellipsis),
+                *_other_cuts(cell, others, width, ellipsis),
+            ):
                 if candidate not in taken:
                     taken.add(candidate)
                     moved[cell] = candidate
                     break
         shown[number] = moved[cell]
     return shown
+
+
+def _cut(cell: str, width: int, ellipsis: str) -> str:
+    """`cell` in `width` characters: a dotted name by whole parts (`_dotted_cuts`) where it
+    can be, else one run cut in the middle (`_middle_cut`); an indentation is kept."""
+    if len(cell) <= width:
+        return cell
+    text = cell.lstrip(" ")
+    indent = cell[: len(cell) - len(text)]
+    room = width - len(indent)
+    dotted = next(_dotted_cuts(text, room, ellipsis), None)
+    return indent + (dotted if dotted is not None else _middle_cut(text, max(room, 2), ellipsis))
+
+
+def _dotted_cuts(name: str, width: int, ellipsis: str) -> Iterator[str]:
+    """`name`, a dotted module path, in `width` characters by leaving out whole parts, so that
+    it still reads as one tensor: the module's own name and the parameter's (the last two
+    parts, ``o_proj.weight``) and every number with the part before it (``layers.0``) are
+    kept. The leading parts go first (``…layers.0.post_attention_layernorm.weight``); then one
+    run in the middle as well, the most characters kept first (``…layers.0…o_proj.weight``).
+    Nothing if no such cut fits."""
+    parts = name.split(".")
+    if len(name) <= width or len(parts) <= 2 or len(parts) > _MOST_PARTS:
+        return
+    kept = {len(parts) - 2, len(parts) - 1}
+    for index, part in enumerate(parts):
+        if part.isdigit():
+            kept.update((index - 1, index))
+    lead = 0  # the removable parts at the start
+    while lead < len(parts) and lead not in kept:
+        lead += 1
+    for leading in range(1, lead + 1):
+        shown = ellipsis + ".".join(parts[leading:])
+        if len(shown) <= width:
+            yield shown
+            return
+    # A run of removable parts in the middle too, the most characters kept first.
+    runs = []
+    for start in range(lead, len(parts)):
+        stop = start
+        while stop < len(parts) and stop not in kept:
+            stop += 1
+            head = ellipsis * (lead > 0) + ".".join(parts[lead:start])
+            runs.append(head + ellipsis + ".".join(parts[stop:]))
+    yield from sorted((r for r in runs if len(r) <= width), key=len, reverse=True)
 
 
 def _other_cuts(cell: str, others: set[str], width: int, ellipsis: str) -> Iterator[str]:
@@ -487,4 +546,16 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 def shown_source(source: str) -> str:
-    return _STDIN_SHOWN if source == STDIN else source
+    """A source as the command line shows it: a URL without its secrets, standard input by
+    name."""
+    return _STDIN_SHOWN if source == STDIN else without_secrets(source)
+
+
+def without_secrets(source: str) -> str:
+    """A URL without its user info or query (a password, a signature); anything else as it
+    is."""
+    if "://" in source and ("@" in source or "?" in source):
+        from .._sources.urls import redact
+
+        return redact(source)
+    return source

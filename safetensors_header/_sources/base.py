@@ -400,7 +400,9 @@ def _difference(was: Validators, now: Validators) -> str:
         before.get("inode"),
     ) != (after.get("device"), after.get("inode")):
         return "another file is at its path now"
-    for name in dict.fromkeys([*before, *after]):
+    names = dict.fromkeys([*before, *after])
+    # A validator that appears or goes away first: what makes the two kinds of reply differ.
+    for name in sorted(names, key=lambda name: (name in before) == (name in after)):
         old, new = before.get(name), after.get(name)
         if old == new:
             continue
