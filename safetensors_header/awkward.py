@@ -905,7 +905,7 @@ def _write(
         kind = backend_of(destination)[0]
     except TypeError:
         kind = "stream"  # a writer with write() but no read(): said below if not
-    if kind == "http":
+    if kind in ("http", "hub"):
         raise ValueError(
             f"cannot write to {os.fspath(destination)[:80]!r}: HTTP has no standard way to "  # type: ignore[arg-type]
             "write a file; write to a path, an fsspec URL or an object store"
@@ -923,7 +923,7 @@ def _write(
         destination = (filesystem, path)
     header, pieces = _pieces(tensors, metadata)
     if isinstance(destination, tuple):
-        if kind not in {"store", "fsspec"}:
+        if kind not in {"store", "filesystem", "fsspec"}:
             raise TypeError(
                 "a (store, path) destination needs an obstore store or an fsspec filesystem, "
                 f"not {type(destination[0]).__name__}"
