@@ -4,6 +4,7 @@
     nox -s tests-3.12       # one of them; 3.12 is the main session (README command + coverage)
     nox -s oldest newest    # the lowest versions pyproject.toml allows, and the newest releases
     nox -s lint             # mypy --strict, ruff check, ruff format --check
+    nox -s torch jax        # the torch adapter (torch 2.13.0, Python 3.11), the JAX one (3.12)
 
 Interpreters are found on PATH as ``python3.X``; pyenv's versions are put there first, so that
 nox needs no ``pyenv init`` and never runs a pyenv shim (which fails for a version that is not
@@ -46,6 +47,9 @@ REPORTED = [
     "tensorstore",
     "awkward",
     "awkward_cpp",
+    "torch",
+    "jax",
+    "jaxlib",
     "safetensors",
     "pytest",
     "pytest_cov",
@@ -54,7 +58,7 @@ REPORTED = [
 ]
 
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
-nox.options.sessions = ["tests", "oldest", "newest", "lint", "docs"]
+nox.options.sessions = ["tests", "oldest", "newest", "lint", "docs", "torch", "jax"]
 # uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"  # use the interpreters on this machine, fetch none
@@ -97,6 +101,8 @@ def _lower_bounds() -> list[str]:
     for extra, requirements in extras.items():
         if extra in ("dev", "docs"):  # the tools, not the libraries the package works with
             continue
+        if extra in ("torch", "jax"):  # each tested in a session of its own (torch, jax)
+            continue
         for text in requirements:
             requirement = Requirement(text)
             if requirement.name == PROJECT:  # another extra, read on its own
@@ -126,7 +132,7 @@ def tests(session: nox.Session) -> None:
             return
         # Branch coverage: the whole package at 95 % or more, the parser at 100 %, and the
         # command line (tested in subprocesses) at 90 %: that fails if they are no longer
-        # measured.
+        # measured. (torch.py and jax.py are measured in their own sessions.)
         for include, floor in (("*", "95"), ("_parser/*", "100"), ("_cli/*", "90")):
             session.run(
                 "python",
@@ -134,6 +140,7 @@ def tests(session: nox.Session) -> None:
                 "coverage",
                 "report",
                 f"--include=safetensors_header/{include}",
+                "--omit=safetensors_header/torch.py,safetensors_header/jax.py",
                 f"--fail-under={floor}",
                 "--precision=1",
             )
@@ -183,4 +190,59 @@ def docs(session: nox.Session) -> None:
         "--site-dir",
         str(site),
         env={"NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+@nox.session(python="3.11", venv_params=["--seed"])
+def torch(session: nox.Session) -> None:
+    """safetensors_header.torch against torch 2.13.0 and the reference, with its coverage.
+
+    PyPI's torch for Linux is a CUDA build of several GB; this machine keeps the CPU build in
+    the folder PIP_FIND_LINKS names, where pip looks and uv does not: uv is shown it (about
+    1 s from its cache, where pip takes 25 s to unpack torch). Without that variable, pip
+    installs torch, as its own settings say. Only the tests that import torch run (and the
+    docs' torch examples), in one process: the other sessions run the rest.
+    """
+    links = os.environ.get("PIP_FIND_LINKS", "").split()
+    if not links:
+        session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
+    session.install(*(f"--find-links={link}" for link in links), "-e", ".[test,torch]")
+    _report_versions(session)
+    _run_and_cover(session, "torch", "tests/test_torch.py")
+
+
+@nox.session(python="3.12")
+def jax(session: nox.Session) -> None:
+    """safetensors_header.jax against JAX and the reference (safetensors.flax), with its
+    coverage; only the tests that import JAX (and the docs' JAX examples)."""
+    session.install("-e", ".[test,jax]")
+    _report_versions(session)
+    _run_and_cover(session, "jax", "tests/test_jax.py")
+
+
+def _run_and_cover(session: nox.Session, module: str, tests: str) -> None:
+    """The module's tests and its docs page's examples, then its branch coverage: 95 % or
+    more."""
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "--cov",
+        "--cov-report=",
+        tests,
+        "tests/test_readme.py",
+        "-k",
+        module,
+        "-n",
+        "0",  # a process that imports torch or JAX once: half the CPU time of two workers
+        *session.posargs,
+    )
+    session.run(
+        "python",
+        "-m",
+        "coverage",
+        "report",
+        f"--include=safetensors_header/{module}.py",
+        "--fail-under=95",
+        "--precision=1",
     )

@@ -32,6 +32,8 @@ EXTRAS: Final[dict[str, tuple[int, int]]] = {
     "icechunk": (3, 12),  # icechunk 2
     "dask": (3, 10),
     "blake3": (3, 10),
+    "torch": (3, 10),
+    "jax": (3, 11),  # JAX 0.10
 }
 
 

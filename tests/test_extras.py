@@ -145,6 +145,10 @@ CASES = [
         "icechunk",
         id="icechunk-xarray",
     ),
+    pytest.param(
+        "torch", "import safetensors_header.torch", "safetensors_header.torch", "torch", id="torch"
+    ),
+    pytest.param("jax", "import safetensors_header.jax", "safetensors_header.jax", "jax", id="jax"),
 ]
 
 

@@ -54,7 +54,18 @@ MEMBERS = [
     ],
     ["_sources", "_replace"],
     ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer", "_describe"],
-    ["numpy", "zarr", "virtualizarr", "icechunk", "awkward", "_cli", "__init__", "__main__"],
+    [
+        "numpy",
+        "torch",
+        "jax",
+        "zarr",
+        "virtualizarr",
+        "icechunk",
+        "awkward",
+        "_cli",
+        "__init__",
+        "__main__",
+    ],
 ]
 LAYERS = {module: rank for rank, names in enumerate(MEMBERS) for module in names}
 # A subpackage's modules are in its layer.
