@@ -57,6 +57,9 @@ REPORTED = [
     "hypothesis",
 ]
 
+# The suite on every core, an idle worker taking queued tests from a busy one (pytest-xdist).
+EVERY_CORE = ["-n", "auto", "--dist", "worksteal"]
+
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
 nox.options.sessions = ["tests", "oldest", "newest", "lint", "docs", "torch", "jax"]
 # uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
@@ -126,7 +129,7 @@ def tests(session: nox.Session) -> None:
         # The README's "Set-up" command, word for word (the venv is seeded with pip for it).
         session.run("python", "-m", "pip", "install", "-e", ".[test]")
         _report_versions(session)
-        session.run("python", "-m", "pytest", "--cov", *session.posargs)
+        session.run("python", "-m", "pytest", "-n", "auto", "--cov", *session.posargs)
         if session.posargs:  # a part of the suite cannot cover the whole core
             session.log("coverage gate skipped: pytest was given arguments")
             return
@@ -147,7 +150,7 @@ def tests(session: nox.Session) -> None:
     else:
         session.install("-e", ".[test]")
         _report_versions(session)
-        session.run("python", "-m", "pytest", *session.posargs)
+        session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
 
 
 @nox.session(python=OLDEST_PYTHON)
@@ -155,7 +158,7 @@ def oldest(session: nox.Session) -> None:
     """The lowest version of every library that the extras allow, all together."""
     session.install("-e", ".[test]", *_lower_bounds())
     _report_versions(session)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
 
 
 @nox.session(python=NEWEST_PYTHON)
@@ -163,7 +166,7 @@ def newest(session: nox.Session) -> None:
     """The newest release of everything, on the newest Python."""
     session.install("--upgrade", "-e", ".[test]")
     _report_versions(session)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
 
 
 @nox.session(python=MAIN)

@@ -240,7 +240,7 @@ def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)  # loopback only, never through a proxy
     delays: list[float] = []
-    monkeypatch.setattr(remote, "_sleep", delays.append)  # retries without waiting
+    monkeypatch.setattr(remote, "sleep", delays.append)  # retries without waiting
     server = Server(("127.0.0.1", 0), Handler)
     server.site = Site(port=server.server_address[1])
     server.site.delays = delays  # type: ignore[attr-defined]

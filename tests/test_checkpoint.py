@@ -230,6 +230,7 @@ def test_a_bad_shard_raises_its_own_kind(tmp_path: Path) -> None:
     assert info.value.hint is not None
 
 
+@pytest.mark.slow
 def test_an_index_of_500000_tensors(tmp_path: Path) -> None:
     count, shards = 500_000, 50
     per = count // shards

@@ -238,6 +238,7 @@ def test_the_compact_form_has_its_own_reader(metadata: dict[str, str] | None, nu
     assert COMPACT(text) == exact(text)
 
 
+@pytest.mark.slow
 def test_a_big_compact_header_is_read_by_the_compact_reader(monkeypatch: Any) -> None:
     header = checkpoint(25_000, metadata={"format": "pt"})
     text = json.dumps(header, separators=(",", ":"))
@@ -356,6 +357,7 @@ def test_a_tie_is_compared_with_every_kind_the_reference_gives() -> None:
     assert reference_kinds(build(text + '"data_offsets":[0,1]}}', 1)) == {"MisalignedSlice"}
 
 
+@pytest.mark.slow
 @bounded(300)
 @given(documents(), st.data())
 def test_three_readers_and_the_reference_agree(document: str, data: st.DataObject) -> None:
@@ -450,6 +452,7 @@ def test_the_dtype_table() -> None:
     )
 
 
+@pytest.mark.slow
 def test_reprs_are_short() -> None:
     data = build(checkpoint(100_000), data_size(checkpoint(100_000)))
     header = read_header(data)
@@ -558,6 +561,7 @@ def test_parsing_on_threads_lets_the_collector_collect() -> None:
     assert made * 10_000 > 4 * grew  # most of the garbage was freed
 
 
+@pytest.mark.slow
 def test_a_parse_from_a_signal_handler_during_a_parse() -> None:
     run_python(
         """

@@ -53,6 +53,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_worker_processes_are_not_this_one(client: Any) -> None:
     import os
 
@@ -74,6 +75,7 @@ def test_headers_and_references_on_the_workers(client: Any, files: list[Path]) -
         assert [ref["refs"][f"only.{number}/{i}"] for i in range(len(expected))] == expected
 
 
+@pytest.mark.slow
 def test_many_files_virtualized_on_the_workers(client: Any, files: list[Path]) -> None:
     pytest.importorskip("virtualizarr")
     from obspec_utils.registry import ObjectStoreRegistry

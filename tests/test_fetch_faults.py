@@ -26,7 +26,7 @@ DATA = bytes(range(256)) * 16  # 4,096 bytes
 
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote, "_sleep", lambda seconds: None)
+    monkeypatch.setattr(remote, "sleep", lambda seconds: None)
 
 
 # --- HTTP ------------------------------------------------------------------------------------

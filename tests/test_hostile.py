@@ -182,6 +182,7 @@ def test_long_names_and_metadata() -> None:
     assert header.tensors[name].nbytes == 1
 
 
+@pytest.mark.slow
 def test_a_million_tensors_with_the_limit_raised() -> None:
     count = 1_000_000
     entry = '"model.decoder.layers.{0:07d}.self_attn.q_proj.weight":{{"dtype":"U8","shape":[1],'

@@ -497,6 +497,7 @@ def test_awkward_forms_awkward_cannot_build_are_refused(change: str) -> None:
             ak.to_list(from_safetensors(hostile, virtual=virtual))
 
 
+@pytest.mark.slow
 def test_a_recorded_buffer_key_cannot_format_its_fields() -> None:
     data = _with(JAGGED, metadata={"buffer_key": "{form_key:>1000000000}-{attribute}"})
     code = f"""
@@ -522,6 +523,7 @@ def test_a_recorded_buffer_key_cannot_format_its_fields() -> None:
         assert len(str(caught.value)) < 500
 
 
+@pytest.mark.slow
 def test_inferring_a_buffer_key_from_long_names_takes_linear_time() -> None:
     # A form key and an attribute that are the same word, and a name of that word 2,000
     # times: every pair of its places was a template to try (4 million of them).
@@ -549,6 +551,7 @@ def test_inferring_a_buffer_key_from_long_names_takes_linear_time() -> None:
 # --- 10. a store that returns short -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_store_whose_ranges_come_back_short_fails_at_once(tmp_path: Path) -> None:
     pytest.importorskip("virtualizarr")
     path = tmp_path / "m.safetensors"

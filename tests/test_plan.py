@@ -262,6 +262,7 @@ def test_one_ranks_requests_over_http_are_the_plans(
     part=st.sampled_from([1, 7, 64, 1 << 20]),
     workers=st.sampled_from([1, 3, 16]),
 )
+@pytest.mark.slow
 def test_any_basic_index_reads_numpys_slice(
     tmp_path_factory: pytest.TempPathFactory,
     *,

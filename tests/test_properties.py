@@ -778,6 +778,7 @@ def reference_metadata(data: bytes, path: Path) -> dict[str, str] | None:
 # --- 1. valid files ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @_settings(150)
 @given(spec=specs())
 def test_valid_files_read_like_the_reference(spec: Spec, scratch: Path) -> None:
@@ -955,6 +956,7 @@ _BIG_DIM_AFTER_ZERO = build(
 )
 
 
+@pytest.mark.slow
 @_settings(450)
 @given(data=st.one_of(mutated_files(), mutated_files(plain=True)))
 @example(data=_BIG_DIM_AFTER_ZERO)
@@ -1030,6 +1032,7 @@ def _number_file(token: str, where: str) -> bytes:
     return build(header.replace("TOKEN", value), 1)
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(token=number_tokens(), where=st.sampled_from(("field", "field", "nested", "shape")))
 @example(token="1.7976931348623158e308", where="field")
@@ -1056,6 +1059,7 @@ class _Unseekable:
         return self._stream.read(min(size, 5) if size > 0 else size)
 
 
+@pytest.mark.slow
 @_settings(150)
 @given(data=st.one_of(VALID_FILES, mutated_files()))
 def test_all_sources_agree(data: bytes, scratch: Path) -> None:
@@ -1087,6 +1091,7 @@ def _both_paths(data: bytes) -> tuple[object, object]:
     return fast, exact
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(data=st.one_of(PLAIN_FILES, mutated_files(plain=True), VALID_FILES, mutated_files()))
 @example(data=_BIG_DIM_AFTER_ZERO)

@@ -94,6 +94,7 @@ def exists(cited: str, collected: set[str]) -> bool:
     return cited in collected or any(node.startswith(cited + "[") for node in collected)
 
 
+@pytest.mark.slow
 def test_every_cited_test_exists(doc: str, collected: set[str]) -> None:
     cited = _CITED.findall(doc)
     assert cited

@@ -98,6 +98,7 @@ def _headers() -> dict[str, bytes]:
     return found
 
 
+@pytest.mark.slow
 def test_parsing_from_many_threads_at_once() -> None:
     prefixes = _headers()
     files = {
@@ -124,6 +125,7 @@ def test_parsing_from_many_threads_at_once() -> None:
     _hammer([parse(name) for name in files] + [refuse], rounds=2)
 
 
+@pytest.mark.slow
 def test_one_table_looked_up_from_many_threads() -> None:
     # The table scans names for its first lookups, then builds its index: while other
     # threads look names up.

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
         def forget(self) -> None: ...
 
 
-__all__ = ["Exchange", "Held", "failure_reason", "fill"]
+__all__ = ["Exchange", "Held", "failure_reason", "fill", "sleep"]
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
 # The most bytes asked of one socket read of a body that is dropped (between two ranges, or
@@ -97,8 +97,8 @@ _HINTS: Final = {
     407: "the proxy wants credentials",
 }
 
-# Waits between attempts; tests replace it to run without sleeping.
-_sleep: Callable[[float], None] = time.sleep
+#: Waits between attempts: replaceable (tests run retries without waiting, and count them).
+sleep: Callable[[float], None] = time.sleep
 
 
 class Held:
@@ -247,7 +247,7 @@ class Exchange:
                 delay = _BACKOFF * 2 ** (attempt - 1) * (0.5 + random.random() / 2)  # jitter
                 if not self.clock.allows(delay):
                     break  # no time left for another attempt
-                _sleep(delay)
+                sleep(delay)
             done += 1
             try:
                 return attempt_once()
