@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import http.server
+import os
 import re
 import socket
 import threading
@@ -50,7 +51,7 @@ class Site:
     # "no-content-range" (a 206 without one), "bad-length" (Content-Length one byte short).
     mode: str = "range"
     # Faults for the next requests, one per request: an HTTP status, "close" (half the body,
-    # then the connection is closed) or "stall" (no answer for a second).
+    # of a 206 or a 200, then the connection is closed) or "stall" (no answer for a second).
     failures: list[int | str] = field(default_factory=list)
     send_length: bool = True  # Content-Length on a 200
     send_etag: bool = True
@@ -59,6 +60,20 @@ class Site:
     delay: float = 0.0  # seconds before each answer (a slow server)
     # Paths answered with an error as the Hugging Face Hub gives it: (status, X-Error-Code).
     hub_errors: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # A folder whose files are served too (under their names), for paths not in `files`.
+    root: str | None = None
+    # Paths answered 200 with no length and a body without end: these bytes, then "x"s.
+    endless: dict[str, bytes] = field(default_factory=dict)
+    # Requests for paths ending so are held until `gather` of them are in flight at once (at
+    # most `gather_wait` seconds), then `hold` seconds more: `most_in_flight` is then how
+    # many a client sends at once, and more than the bound it keeps would show.
+    gather: int = 0
+    gather_suffix: str = ".safetensors"
+    gather_wait: float = 10.0
+    hold: float = 0.0
+    in_flight: int = 0
+    most_in_flight: int = 0
+    gathered: threading.Condition = field(default_factory=threading.Condition)
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
     finished: int = 0  # handlers done (their `sent` and `status` are final)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -126,6 +141,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, site: Site, hit: Hit, fault: int | str | None) -> None:
         path = self.path.split("?")[0].lstrip("/")
+        if site.gather and path.endswith(site.gather_suffix):
+            with site.gathered:
+                site.in_flight += 1
+                site.most_in_flight = max(site.most_in_flight, site.in_flight)
+                site.gathered.notify_all()
+                site.gathered.wait_for(
+                    lambda: site.most_in_flight >= site.gather, timeout=site.gather_wait
+                )
+            try:
+                time.sleep(site.hold)
+                return self._answer_now(site, hit, fault, path)
+            finally:
+                with site.gathered:
+                    site.in_flight -= 1
+        return self._answer_now(site, hit, fault, path)
+
+    def _answer_now(self, site: Site, hit: Hit, fault: int | str | None, path: str) -> None:
         if site.delay:
             time.sleep(site.delay)
         if fault == "stall":
@@ -142,9 +174,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path in site.hub_errors:
             status, code = site.hub_errors[path]
             return self._status(hit, status, {"X-Error-Code": code})
-        if path not in site.files:
+        if path in site.endless:
+            return self._endless(hit, site.endless[path])
+        data = site.files.get(path)
+        if data is None and site.root is not None and ".." not in path.split("/"):
+            try:
+                with open(os.path.join(site.root, path), "rb") as file:
+                    data = file.read()
+            except OSError:
+                data = None
+        if data is None:
             return self._status(hit, 404)
-        data = site.files[path]
         digest = hashlib.sha256(data).hexdigest()
         etag = '"' + digest[:16] + '"'
         modified = last_modified(data)
@@ -154,7 +194,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         }
         ranged = hit.range is not None and (hit.if_range is None or hit.if_range in validators)
         if site.mode == "ignore" or not ranged or self.head_only:
-            return self._whole(site, hit, data, etag)
+            return self._whole(site, hit, data, etag, fault)
         match = re.fullmatch(r"bytes=(\d+)-(\d+)", hit.range or "")
         assert match, hit.range
         first, last = int(match[1]), int(match[2])
@@ -188,7 +228,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         hit.sent = len(body)
         return None
 
-    def _whole(self, site: Site, hit: Hit, data: bytes, etag: str) -> None:
+    def _whole(
+        self, site: Site, hit: Hit, data: bytes, etag: str, fault: int | str | None = None
+    ) -> None:
         hit.status = 200
         self.send_response(200)
         if site.send_length:
@@ -200,12 +242,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.head_only:
             return
+        if fault == "close":
+            data = data[: len(data) // 2]
         # Slowly, in small chunks, so that a client that stops reading is seen to stop.
         for start in range(0, len(data), 16384):
             self.wfile.write(data[start : start + 16384])
             hit.sent += len(data[start : start + 16384])
             if len(data) > 1 << 20:
                 time.sleep(0.001)
+
+    def _endless(self, hit: Hit, first: bytes) -> None:
+        hit.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(first)
+        chunk = b"x" * 65536
+        try:
+            while True:
+                self.wfile.write(chunk)
+                hit.sent += len(chunk)
+        except OSError:  # the client hung up: what a test of it wants
+            self.close_connection = True
 
     def _status(self, hit: Hit, status: int, headers: dict[str, str] | None = None) -> None:
         hit.status = status

@@ -9,12 +9,12 @@ import sys
 import textwrap
 import time
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import build, tensor
+from loopback import Site
 
 from safetensors_header import HeaderError
 from safetensors_header._checkpoint import (
@@ -257,61 +257,39 @@ def test_an_index_of_500000_tensors(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
-    """tmp_path over HTTP on loopback (Range ignored: whole-file 200s); logs request paths."""
-    import functools
-    import http.server
-    import threading
-
-    requests: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:
-            requests.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    handler = functools.partial(Handler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+def served(tmp_path: Path, site: Site) -> tuple[str, Site]:
+    """tmp_path over HTTP on loopback (Range ignored: whole-file 200s)."""
+    site.root, site.mode = str(tmp_path), "ignore"
+    return site.url(""), site
 
 
-def test_a_remote_index_and_its_shards(tmp_path: Path, served: tuple[str, list[str]]) -> None:
-    base, requests = served
+def test_a_remote_index_and_its_shards(tmp_path: Path, served: tuple[str, Site]) -> None:
+    base, site = served
     write(tmp_path)
     checkpoint = read_checkpoint(base + "model.safetensors.index.json")
     assert list(checkpoint.tensors) == ["embed", "l0.w", "l1.w", "head"]
+    requests = [hit.path for hit in site.done(1 + len(SHARDS))]
     assert sorted(requests) == sorted(["/model.safetensors.index.json", *(f"/{n}" for n in SHARDS)])
     assert checkpoint == read_checkpoint(tmp_path)
 
 
-def test_a_remote_single_file(tmp_path: Path, served: tuple[str, list[str]]) -> None:
+def test_a_remote_single_file(tmp_path: Path, served: tuple[str, Site]) -> None:
     base, _ = served
     (tmp_path / "model.safetensors").write_bytes(shard({"a": ("U8", [2])}))
     checkpoint = read_checkpoint(base + "model.safetensors")
     assert dict(checkpoint.weight_map) == {"a": "model.safetensors"}
 
 
-def test_a_remote_index_cannot_point_elsewhere(
-    tmp_path: Path, served: tuple[str, list[str]]
-) -> None:
-    base, requests = served
+def test_a_remote_index_cannot_point_elsewhere(tmp_path: Path, served: tuple[str, Site]) -> None:
+    base, site = served
     (tmp_path / "index.json").write_text(json.dumps({"weight_map": {"a": "../secret"}}))
     with pytest.raises(HeaderError, match="not a file name inside") as info:
         read_checkpoint(base + "index.json")
     assert info.value.kind == "InvalidIndex"
-    assert requests == ["/index.json"]
+    assert [hit.path for hit in site.done(1)] == ["/index.json"]
 
 
-def test_a_missing_remote_index(served: tuple[str, list[str]]) -> None:
+def test_a_missing_remote_index(served: tuple[str, Site]) -> None:
     from safetensors_header import RemoteError
 
     base, _ = served
@@ -515,45 +493,16 @@ def test_an_endless_local_index_is_read_only_to_its_bound(tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def endless(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[int]]]:
+def endless(site: Site) -> tuple[str, Site]:
     """A loopback server whose every answer is a 200 with an endless body (no length)."""
-    import http.server
-    import threading
-
-    sent = [0]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"weight_map": {"a": "')
-            chunk = b"x" * 65536
-            try:
-                while True:
-                    self.wfile.write(chunk)
-                    sent[0] += len(chunk)
-            except OSError:  # the client hung up: what the test wants
-                self.close_connection = True
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/model.safetensors.index.json", sent
-    finally:
-        server.shutdown()
-        server.server_close()
+    site.endless["model.safetensors.index.json"] = b'{"weight_map": {"a": "'
+    return site.url("model.safetensors.index.json"), site
 
 
-def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, list[int]]) -> None:
+def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, Site]) -> None:
     # Before the bound, such an index cost a 1 GiB download and 2 GiB of memory. The child's
     # timeout bounds the time; it measures its own memory.
-    url, sent = endless
+    url, site = endless
     limit = 8_000_000
     code = f"""
         import tracemalloc
@@ -581,8 +530,9 @@ def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, list
     peak = int(result.stdout)
     assert peak < 3 * limit, peak
     # What the server wrote before the client hung up: the bound, and the sockets' buffers.
-    assert sent[0] < limit + 64 * 2**20, sent[0]
-    print(f"endless index: {peak:,} bytes at the peak, {sent[0]:,} sent")
+    sent = site.done(1)[0].sent
+    assert sent < limit + 64 * 2**20, sent
+    print(f"endless index: {peak:,} bytes at the peak, {sent:,} sent")
 
 
 def _remote_checkpoint(metadata: dict[str, str]) -> dict[str, bytes]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from helpers import build, tensor
+from loopback import Site
 
 from safetensors_header._cli import main
 
@@ -258,27 +259,16 @@ def test_inspect_and_validate_a_sharded_checkpoint(tmp_path: Path) -> None:
     assert "FileNotFoundError" in result.stdout
 
 
-def test_inspect_a_url(tmp_path: Path) -> None:
-    import functools
-    import http.server
-    import threading
-
-    (tmp_path / "tiny.safetensors").write_bytes(Path(TINY).read_bytes())
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/tiny.safetensors"
-        result = run("inspect", "--json", url)
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["file_size"] == 819
-        missing = run("inspect", url.replace("tiny", "missing"))
-        assert missing.returncode == 1
-        assert "HTTP 404" in missing.stderr
-        assert "Traceback" not in missing.stderr
-    finally:
-        server.shutdown()
-        server.server_close()
+def test_inspect_a_url(site: Site) -> None:
+    site.files["tiny.safetensors"] = Path(TINY).read_bytes()
+    url = site.url("tiny.safetensors")
+    result = run("inspect", "--json", url)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["file_size"] == 819
+    missing = run("inspect", url.replace("tiny", "missing"))
+    assert missing.returncode == 1
+    assert "HTTP 404" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_totals_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:

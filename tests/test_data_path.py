@@ -7,13 +7,11 @@ fsspec's memory stores, local files.
 
 from __future__ import annotations
 
-import http.server
 import io
 import os
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -310,114 +308,50 @@ def test_an_opened_file_pickles_with_its_identity(site: Site, tmp_path: Path) ->
 # --- a checkpoint's shards: one round trip for all their headers ------------------------------
 
 
-class _Gathering(http.server.ThreadingHTTPServer):
-    """Holds every shard request until `expected` are in flight at once (or a second has
-    passed), and records how many were at most."""
-
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self, files: dict[str, bytes], expected: int) -> None:
-        super().__init__(("127.0.0.1", 0), _GatheringHandler)
-        self.files, self.expected = files, expected
-        self.lock = threading.Condition()
-        self.in_flight = self.most = self.shard_requests = 0
-        self.hold = 0.0  # seconds each shard request is held once they gathered (excess shows)
-
-
-class _GatheringHandler(http.server.BaseHTTPRequestHandler):
-    server: _Gathering
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        server = self.server
-        name = self.path.lstrip("/")
-        data = server.files[name]
-        if name.endswith(".safetensors"):
-            with server.lock:
-                server.shard_requests += 1
-                server.in_flight += 1
-                server.most = max(server.most, server.in_flight)
-                server.lock.notify_all()
-                server.lock.wait_for(lambda: server.most >= server.expected, timeout=1)
-            try:
-                time.sleep(server.hold)
-                self._send(data)
-            finally:
-                with server.lock:
-                    server.in_flight -= 1
-        else:
-            self._send(data)
-
-    def _send(self, data: bytes) -> None:
-        start, _, stop = self.headers.get("Range", "bytes=0-").removeprefix("bytes=").partition("-")
-        first, last = int(start), min(int(stop or len(data) - 1), len(data) - 1)
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
-        self.send_header("Content-Length", str(last - first + 1))
-        self.end_headers()
-        self.wfile.write(data[first : last + 1])
-
-
 @pytest.fixture
-def gathering() -> Iterator[_Gathering]:
+def gathering(site: Site) -> Site:
+    """A checkpoint of 10 shards whose shard requests are held until 10 are in flight."""
     import json
 
-    files: dict[str, bytes] = {}
     weight_map = {}
     for shard in range(10):
         name = f"model-{shard:05d}-of-00010.safetensors"
-        files[name] = build({f"w{shard}": tensor("U8", [4], 0, 4)}, 4)
+        site.files[name] = build({f"w{shard}": tensor("U8", [4], 0, 4)}, 4)
         weight_map[f"w{shard}"] = name
-    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
-    server = _Gathering(files, expected=10)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    site.files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    site.gather = 10
+    return site
 
 
-def test_ten_shards_headers_are_asked_for_at_once(gathering: _Gathering) -> None:
-    url = f"http://127.0.0.1:{gathering.server_address[1]}/model.safetensors.index.json"
-    started = time.monotonic()
-    checkpoint = read_checkpoint(url)
-    elapsed = time.monotonic() - started
+def test_ten_shards_headers_are_asked_for_at_once(gathering: Site) -> None:
+    checkpoint = read_checkpoint(gathering.url("model.safetensors.index.json"))
     assert len(checkpoint.files) == 10
-    assert gathering.shard_requests == 10  # one request a shard
-    assert gathering.most == 10  # every one in flight at once: one round trip, not waves
-    assert elapsed < 1  # no shard waited for the gathering's timeout
+    shards = [hit for hit in gathering.done(11) if hit.path.endswith(".safetensors")]
+    assert len(shards) == 10  # one request a shard
+    assert gathering.most_in_flight == 10  # every one in flight at once: not waves
 
 
 @pytest.mark.parametrize("max_workers", [3, 64])
-def test_a_long_reads_parts_in_flight(gathering: _Gathering, max_workers: int) -> None:
+def test_a_long_reads_parts_in_flight(gathering: Site, max_workers: int) -> None:
     # At most max_workers, and 2 a core (4 on one or two cores): more streams cost more CPU
     # than they add speed.
     from safetensors_header import open_file, plan_reads, read_ranges
 
     name = "model-00000-of-00010.safetensors"
     gathering.files[name] = build({"long": tensor("U8", [64_000], 0, 64_000)}, 64_000)
-    url = f"http://127.0.0.1:{gathering.server_address[1]}/{name}"
-    file = open_file(url, part_size=4_000, max_workers=max_workers)
+    gathering.gather = 0  # (not while the header is read)
+    file = open_file(gathering.url(name), part_size=4_000, max_workers=max_workers)
     info = file.header.tensors["long"]
     parts = len(plan_reads(file, {"long": None}, part_size=4_000, max_workers=max_workers).requests)
     streams = min(max_workers, max(4, 2 * (os.cpu_count() or 1)))
-    gathering.expected = min(streams, parts)
-    gathering.most, gathering.hold = 0, 0.1  # parts over the bound would be in flight too
-    started = time.monotonic()
+    gathering.gather = min(streams, parts)
+    gathering.most_in_flight, gathering.hold = 0, 0.1  # parts over the bound would show too
     [data] = read_ranges(file, [(info.start, info.nbytes)])
     assert bytes(data) == gathering.files[name][info.start : info.start + info.nbytes]
-    assert gathering.most == gathering.expected
-    assert time.monotonic() - started < 1  # no part waited for the gathering's timeout
+    assert gathering.most_in_flight == gathering.gather
 
 
-def test_shard_reads_stay_bounded(gathering: _Gathering) -> None:
-    url = f"http://127.0.0.1:{gathering.server_address[1]}/model.safetensors.index.json"
-    gathering.expected = 3
-    read_checkpoint(url, max_workers=3)
-    assert gathering.most == 3
+def test_shard_reads_stay_bounded(gathering: Site) -> None:
+    gathering.gather = 3
+    read_checkpoint(gathering.url("model.safetensors.index.json"), max_workers=3)
+    assert gathering.most_in_flight == 3
