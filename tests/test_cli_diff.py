@@ -7,11 +7,14 @@ a sparse file, so that they cost no disk and no time to write.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
 from test_cli import TINY, run
+from test_cli_output import on_terminal
 
 from safetensors_header import encode_header, parse_header
 
@@ -200,8 +203,73 @@ def test_a_quantized_copy(models: dict[str, Path]) -> None:
     assert set(document["totals"]["b"]["by_dtype"]) == {"F32", "I8"}
     text = run("diff", str(models["model"]), str(models["quantized"])).stdout.splitlines()
     assert "tensors: 36 changed, 36 added, 2 removed" in text
-    signs = [line[0] for line in text if line[:3] in ("~  ", "+  ", "-  ")]
-    assert signs == ["~"] * 36 + ["-"] * 2 + ["+"] * 36
+    rows = [line.split("  ")[:2] for line in text if line[:3] in ("~  ", "+  ", "-  ")]
+    assert len(rows) == 36 + 36 + 2
+    # By name, layer 2 before layer 10: each new scale beside the weight it scales.
+    assert [name for _, name in rows] == sorted((name for _, name in rows), key=natural)
+    for (sign, name), (next_sign, next_name) in itertools.pairwise(rows):
+        if sign == "+":
+            assert (next_sign, next_name) == ("~", name.removesuffix("scale") + "weight")
+
+
+def natural(name: str) -> list[object]:
+    """Numbers in number order: the rule written another way."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def test_an_80_column_terminal_names_every_tensor_alone(models: dict[str, Path]) -> None:
+    text = on_terminal(
+        "diff", str(models["model"]), str(models["quantized"]), columns=80, exits=(1,)
+    )
+    text = re.sub("\x1b\\[[0-9]*m", "", text)  # the colours
+    lines = text.splitlines()
+    names = [*minilm(), *(n.removesuffix("weight") + "scale" for n in minilm())]
+    rows = [line for line in lines if line[:3] in ("~  ", "+  ", "-  ")]
+    assert len(rows) == 74
+    assert max(map(len, rows)) <= 80
+    for row in rows:
+        sign, shown, *_ = re.split(r" {2,}", row)
+        assert_names_one(shown, names)
+        if sign != "-":  # the pooler's, removed, have no layer
+            assert re.search(r"layer\.[0-5]\b", shown), row
+        # Sizes for people on a terminal: "576 KiB -> 144 KiB", not "589,824 -> 147,456".
+        assert re.search(r"[0-9.]+ [KM]iB$", row), row
+
+
+def assert_names_one(shown: str, names: list[str]) -> None:
+    """`shown`, each ellipsis read as any run of characters, is one of `names` and no other;
+    and it keeps that name's last two parts whole (``query.weight``)."""
+    pattern = re.compile(".*".join(map(re.escape, shown.split("…"))))
+    matched = [name for name in names if pattern.fullmatch(name)]
+    assert len(matched) == 1, (shown, matched)
+    assert shown.endswith(".".join(matched[0].split(".")[-2:])), shown
+
+
+# COLUMNS of 0 is no width (the terminal's is used); 1, 20 and 44 are narrower than any
+# table; a terminal that reports 0 columns (`script`, CI and container terminals) has no width.
+@pytest.mark.parametrize(
+    ("terminal", "columns"),
+    [(80, "0"), (80, "1"), (80, "20"), (80, "44"), (0, None), (0, "0"), (30, None)],
+    ids=["COLUMNS=0", "COLUMNS=1", "COLUMNS=20", "COLUMNS=44", "0-columns", "both-0", "30"],
+)
+def test_a_narrow_terminal_or_one_of_no_width(
+    models: dict[str, Path], terminal: int, columns: str | None
+) -> None:
+    for other in ("quantized", "tuned", "sharded"):
+        text = on_terminal(
+            "diff",
+            str(models["model"]),
+            str(models[other]),
+            columns=terminal,
+            env_columns=columns,
+            exits=(0, 1),  # same or not, never a traceback (its status would be 1 too)
+            both=True,
+        )
+        assert "Traceback" not in text
+        assert text.splitlines()[0].startswith("a: ")
+        if terminal == 0 and columns in (None, "0"):  # no width known: 80, as shutil's
+            rows = re.sub("\x1b\\[[0-9]*m", "", text).split("\n\n")[1].splitlines()
+            assert max(map(len, rows)) <= 80, rows
 
 
 def test_a_url_against_a_local_checkpoint(models: dict[str, Path]) -> None:

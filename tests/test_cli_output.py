@@ -146,10 +146,12 @@ def on_terminal(
     env_columns: str | None = None,
     both: bool = False,
     check: bool = True,
+    exits: tuple[int, ...] = (0,),
     **env: str | None,
 ) -> str:
     """The CLI's stdout on a pseudo-terminal `columns` wide (COLUMNS set to `env_columns`;
-    `env` changes the environment further); with `both`, its stderr on it too."""
+    `env` changes the environment further); with `both`, its stderr on it too. With `check`,
+    its exit status must be one of `exits`."""
     pty = pytest.importorskip("pty")
     import fcntl
     import struct
@@ -180,14 +182,15 @@ def on_terminal(
         stderr = process.stderr.read()
         process.stderr.close()
     status = process.wait(timeout=60)
-    assert status == 0 or not check, stderr
+    assert status in exits or not check, stderr
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
+# In the order people count (layer 2 before layer 10), which a terminal shows.
 LAYER_NAMES = [
     f"encoder.layer.{i}.attention.{part}.weight"
     for i in range(12)
-    for part in ("self.query", "self.key", "output.dense")
+    for part in ("output.dense", "self.key", "self.query")
 ]
 
 
@@ -217,29 +220,57 @@ def rows_of(text: str) -> list[list[str]]:
     return rows
 
 
-def test_long_names_keep_their_start_and_end_on_a_terminal(long_names: Path) -> None:
-    text = on_terminal("inspect", str(long_names), columns=200, env_columns="80")
+@pytest.mark.parametrize("width", [50, 60, 80])
+def test_long_names_keep_their_layer_and_module_on_a_terminal(long_names: Path, width: int) -> None:
+    text = on_terminal("inspect", str(long_names), columns=200, env_columns=str(width))
     rows = rows_of(text)
     assert len(rows) == len(LAYER_NAMES)
-    assert max(len(line) for line in text.splitlines()) <= 80
-    names = [row[0] for row in rows]
-    assert len(set(names)) == len(names)  # the rows stay apart
-    for shown, name in zip(names, LAYER_NAMES, strict=True):
-        head, tail = shown.split("…")
-        assert name.startswith(head)
-        assert name.endswith(tail)
-        assert len(head) >= 8
-        assert len(tail) >= 8
+    assert max(len(line) for line in text.splitlines()) <= width
+    for row in rows:
+        shown = row[0]
+        # Read with each ellipsis as any run of characters, the cut name is one tensor's.
+        pattern = re.compile(".*".join(map(re.escape, shown.split("…"))))
+        [name] = [name for name in LAYER_NAMES if pattern.fullmatch(name)]
+        layer = name.split(".")[2]
+        assert re.search(rf"layer\.{layer}[.…]", shown)  # the layer's number, with its word
+        assert shown.endswith(".".join(name.split(".")[-2:]))  # query.weight, dense.weight
+    if width == 80:
+        assert [row[0] for row in rows] == LAYER_NAMES  # room enough: nothing cut
 
 
-def test_name_and_shard_columns_share_the_room(long_names: Path) -> None:
-    text = on_terminal("inspect", str(long_names), columns=200, env_columns="80")
-    for name, _, _, file, _ in rows_of(text):
-        assert "…" in name
-        assert "…" in file  # the shard column is cut too, not left at full width
-        assert abs(len(name) - len(file)) <= 1
-        assert file.startswith("model-0000")
-        assert file.endswith("safetensors")
+def test_a_checkpoint_s_files_are_numbered_on_a_terminal(long_names: Path) -> None:
+    text = on_terminal("inspect", str(long_names), columns=80)
+    lines = text.splitlines()
+    legend = lines.index("file 1: model-00001-of-00002.safetensors")
+    assert lines[legend + 1 : legend + 3] == [
+        "file 2: model-00002-of-00002.safetensors",
+        "dtype: F32, every tensor",
+    ]
+    assert lines[legend + 3].split() == ["name", "shape", "file", "size"]
+    files = [row[2] for row in rows_of(text)]
+    half = len(LAYER_NAMES) // 2
+    assert files == ["1"] * half + ["2"] * (len(LAYER_NAMES) - half)
+    # Piped, and with --wide, each row has its file's name.
+    for wide in (
+        on_terminal("inspect", "--wide", str(long_names), columns=80),
+        _piped(str(long_names)),
+    ):
+        assert "file 1:" not in wide
+        assert {row[3] for row in rows_of(wide)} == {
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+        }
+
+
+def _piped(*args: str) -> str:
+    return subprocess.run(
+        [*COMMAND, "inspect", *args],
+        capture_output=True,
+        text=True,
+        env=environment(COLUMNS="40"),
+        timeout=60,
+        check=True,
+    ).stdout
 
 
 def test_width_from_the_terminal_itself(long_names: Path) -> None:

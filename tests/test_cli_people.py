@@ -5,6 +5,7 @@ names, dtypes and shapes), the data a hole of the right size."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 import subprocess
@@ -123,6 +124,97 @@ def test_no_two_tensors_print_alike(models: dict[str, Path], model: str, columns
     assert len(set(names)) == len(names)  # every tensor its own name
     if columns == 120:
         assert set(names) == set(expected)  # room enough: nothing cut
+    if model == "llama":  # four files named as transformers names them: one line of legend
+        legend = "files 1-4: model-00001-of-00004.safetensors to model-00004-of-00004.safetensors"
+        assert legend in lines
+        assert {row[2] for row in rows_of(text)} == {"1", "2", "3", "4"}
+
+
+@pytest.fixture(scope="module")
+def llama_in_two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Llama 3 8B's 291 tensors in 2 shards, each shard's tensors in the order the writer
+    puts them (by name as text: layer 10 before layer 2); its weight map."""
+    folder = tmp_path_factory.mktemp("llama-in-two")
+    tensors = llama_3_8b()
+    names = list(tensors)
+    shards = {
+        "model-00001-of-00002.safetensors": sorted(names[:150]),
+        "model-00002-of-00002.safetensors": sorted(names[150:]),
+    }
+    for shard, members in shards.items():
+        sparse_file(folder / shard, {name: tensors[name] for name in members})
+    weight_map = {name: shard for shard, members in shards.items() for name in members}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return folder, weight_map
+
+
+def natural(name: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+
+
+@pytest.mark.parametrize("columns", [80, 64])
+def test_every_row_names_one_tensor_at_80_columns(
+    llama_in_two: tuple[Path, dict[str, str]], columns: int
+) -> None:
+    folder, weight_map = llama_in_two
+    text = on_terminal("inspect", str(folder), columns=columns)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= columns
+    # The files by number, a legend above the table: the names get the room.
+    legend = lines.index("file 1: model-00001-of-00002.safetensors")
+    assert lines[legend + 1 : legend + 3] == [
+        "file 2: model-00002-of-00002.safetensors",
+        "dtype: BF16, every tensor",  # said once: not a column
+    ]
+    assert lines[legend + 3].split() == ["name", "shape", "file", "size"]
+    rows = rows_of(text)
+    assert len(rows) == 291
+    named = []
+    for shown, _, file, _ in rows:
+        # Each ellipsis read as any run of characters: one tensor's name, and no other's.
+        pattern = re.compile(".*".join(map(re.escape, shown.split("…"))))
+        [name] = [name for name in weight_map if pattern.fullmatch(name)]
+        named.append(name)
+        parts = name.split(".")
+        assert shown.endswith("." + parts[-1]), shown  # weight
+        if "layers" in parts:  # the layer's number with its word: layers.0
+            assert re.search(rf"layers\.{parts[2]}[.…]", shown), shown
+        assert file == str(int(weight_map[name][6:11]))  # model-0000N-of-00002.safetensors
+    # In the order people count (layer 2 before layer 10), not the files' (10 before 2).
+    assert named == sorted(weight_map, key=natural)
+    if columns == 80:  # every name whole: the dtype said once and the files by number
+        assert [row[0] for row in rows] == named
+    else:  # leading parts first, then what the module's own name cannot keep
+        assert "…layers.0.…o_proj.weight" in [row[0] for row in rows]
+
+
+def test_sort_by_name_counts_as_people_do(llama_in_two: tuple[Path, dict[str, str]]) -> None:
+    folder, weight_map = llama_in_two
+    for args in (["--sort", "name"], ["--sort", "size"]):
+        result = subprocess.run(
+            [*COMMAND, "inspect", *args, str(folder)],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=60,
+            check=True,
+        )
+        names = [row[0] for row in rows_of(result.stdout)]
+        size = dict.fromkeys(weight_map, 1)  # --sort size: larger first, then by name
+        if args[1] == "size":
+            tensors = llama_3_8b()
+            size = {name: -math.prod(shape) for name, (_, shape) in tensors.items()}
+        assert names == sorted(weight_map, key=lambda name: (size[name], natural(name)))
+    # Piped, a checkpoint's tensors stay in its files' order (file by file, offset order).
+    piped = subprocess.run(
+        [*COMMAND, "inspect", str(folder)],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=60,
+        check=True,
+    ).stdout
+    assert [row[0] for row in rows_of(piped)] == list(weight_map)
 
 
 def test_the_tree_collapses_the_repeated_layers(models: dict[str, Path]) -> None:

@@ -10,7 +10,17 @@ from collections.abc import Mapping
 
 from .._header import TensorInfo, shown_shape
 from .documents import totals
-from .output import PROG, Output, Progress, columns, count, cut, shown_source
+from .output import (
+    PROG,
+    Output,
+    Progress,
+    columns,
+    count,
+    cut,
+    human_bytes,
+    natural_key,
+    shown_source,
+)
 from .reading import Failure, Read, read_source
 
 __all__ = ["diff_sources"]
@@ -152,21 +162,24 @@ class _Difference:
         def both(before: str, after: str) -> str:
             return before if before == after else f"{before} -> {after}"
 
+        # On a terminal the names get the room: sizes for people (exact when piped).
+        size = human_bytes if out.tty and not out.wide else "{:,}".format
+        ordered = [(before.name, "~", before, after) for before, after, _ in self.changed]
+        ordered += [(t.name, "-", t, t) for t in self.removed]
+        ordered += [(t.name, "+", t, t) for t in self.added]
+        # By name, numbers in number order (layer 2 before 10): a tensor's changes side by
+        # side (a weight made I8 and the scale added beside it).
+        ordered.sort(key=lambda entry: natural_key(entry[0]))
         rows = [
             (
-                "~",
-                out.shown(before.name),
+                sign,
+                out.shown(name),
                 both(before.dtype, after.dtype),
                 both(shown_shape(before.shape), shown_shape(after.shape)),
-                both(f"{before.nbytes:,}", f"{after.nbytes:,}"),
+                both(size(before.nbytes), size(after.nbytes)),
             )
-            for before, after, _ in self.changed
+            for name, sign, before, after in ordered
         ]
-        for sign, tensors in (("-", self.removed), ("+", self.added)):
-            rows += [
-                (sign, out.shown(t.name), t.dtype, shown_shape(t.shape), f"{t.nbytes:,}")
-                for t in tensors
-            ]
         out.line()
         columns(
             out,

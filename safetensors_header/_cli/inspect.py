@@ -11,7 +11,18 @@ from collections.abc import Callable, Iterable, Mapping
 
 from .._header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
-from .output import Progress, columns, count, cut, human_bytes, human_count, listed, shown_source
+from .output import (
+    Progress,
+    columns,
+    count,
+    cut,
+    human_bytes,
+    human_count,
+    listed,
+    natural_key,
+    shard_numbers,
+    shown_source,
+)
 from .reading import Failure, Read, read_source
 
 __all__ = ["SORT_KEYS", "inspect_sources"]
@@ -27,10 +38,11 @@ if TYPE_CHECKING:
 _SHOWN_VALUE: Final = 200  # characters of a metadata value the text output shows
 
 
-SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, str]]]] = {
-    "offset": lambda t: (t.start, ""),
-    "name": lambda t: (0, t.name),
-    "size": lambda t: (-t.nbytes, t.name),
+# Names in natural order: layer 2 before layer 10.
+SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, Any]]]] = {
+    "offset": lambda t: (t.start, ()),
+    "name": lambda t: (0, natural_key(t.name)),
+    "size": lambda t: (-t.nbytes, natural_key(t.name)),
 }
 
 
@@ -127,17 +139,30 @@ def _inspect_checkpoint(
         out.line(f"warning: {problem.kind}: {problem.message}")
     if read.other_files:
         out.line(f"note: also in the directory, not read: {listed(read.other_files)}")
+    files = {name: out.shown(name) for name in checkpoint.files}
+    dtypes = sorted({t.dtype for t in tensors})
+    titles = ["name", "dtype", "shape", "file", "size"]
+    if out.tty and not out.wide:  # on a terminal, the names get the room: files by number
+        files, legend = shard_numbers(list(files))
+        out.lines(legend)
+        if len(dtypes) == 1:  # and one dtype said once, not on every row
+            out.line(f"dtype: {dtypes[0]}, every tensor")
+            titles.remove("dtype")
+    if out.tty and args.sort == "offset":  # the offsets are not shown: by name, as people count
+        tensors.sort(key=SORT_KEYS["name"])
+    said = "dtype" not in titles
     rows = [
         (
             out.shown(t.name),
-            t.dtype,
+            *(() if said else (t.dtype,)),
             shown_shape(t.shape),
-            out.shown(owners[t.name]),
+            files[owners[t.name]],
             sizes.bytes(t.nbytes),
         )
         for t in tensors
     ]
-    columns(out, ("name", "dtype", "shape", "file", "size"), rows, right=(4,), shrink=(0, 3))
+    last = len(titles) - 1
+    columns(out, tuple(titles), rows, right=(last,), shrink=(0, last - 1))
     _totals_table(out, totals(tensors), sizes)
 
 

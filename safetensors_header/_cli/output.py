@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from .._diagnose import cut, listed
 
 __all__ = ["PROG", "STDIN", "Output", "columns", "count", "cut", "listed", "shown_source"]
+__all__ += ["natural_key", "shard_numbers"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -47,6 +48,13 @@ _DIGITS: Final = re.compile(r"[0-9]+")
 
 
 _MOST_PARTS: Final = 16  # a dotted name of more parts is cut as any text is
+
+
+# A shard's name as transformers writes it: model-00001-of-00004.safetensors.
+_SHARD_NAME: Final = re.compile(r"(.*-)0*([0-9]+)(-of-0*[0-9]+)(\..*)")
+
+
+_NARROWEST_PART: Final = 4  # a module's own name is cut to no fewer characters than this
 
 
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as repr() writes them
@@ -302,6 +310,38 @@ def _three_digits(value: float) -> str:
     return f"{value:.2f}" if value < 9.995 else f"{value:.1f}" if value < 99.95 else f"{value:.0f}"
 
 
+def natural_key(text: str) -> tuple[tuple[str, int, str], ...]:
+    """A sort key that puts numbers in number order: ``layers.2`` before ``layers.10``."""
+    parts = _DIGITS.split(text)
+    numbers = _DIGITS.findall(text)
+    # A number by its length then its digits (no int(): a name may hold 5,000 of them).
+    return tuple(
+        (part, len(number.lstrip("0")), number.lstrip("0"))
+        for part, number in zip(parts, [*numbers, ""], strict=True)
+    )
+
+
+def shard_numbers(files: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """A short number for each of a checkpoint's files, and the legend that says which is
+    which: ``file 1: model-00001-of-00004.safetensors``, or for more than 3 files named as
+    transformers names them, one line (``files 1-30: model-00001-of-00030.safetensors to
+    model-00030-of-00030.safetensors``), the numbers then the files' own."""
+    numbers = {name: str(number) for number, name in enumerate(files, start=1)}
+    series = [_SHARD_NAME.fullmatch(name) for name in files]
+    if len(files) > 3 and all(series):
+        first, last = series[0], series[-1]
+        assert first is not None
+        assert last is not None
+        if all(
+            match is not None
+            and int(match[2]) == number
+            and (match[1], match[3], match[4]) == (first[1], first[3], first[4])
+            for number, match in enumerate(series, start=1)
+        ):
+            return numbers, [f"files 1-{len(files)}: {files[0]} to {files[-1]}"]
+    return numbers, [f"file {numbers[name]}: {name}" for name in files]
+
+
 def count(number: int, noun: str) -> str:
     """``1 file``, ``2 files``, ``1,000 files``."""
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
@@ -398,11 +438,30 @@ def columns(
 
 
 def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
-    """Each cell in `width` characters, cut in the middle (`_middle_cut`), and cells that
-    differ still different when shown: a cut that makes two cells look alike (the query and
-    key weights of a layer, ``encoder.layer.0…y.weight``) is moved along the cell, else a
-    second one is made, so that what tells the cell from the others stays in."""
-    shown = [_cut(cell, width, ellipsis) for cell in cells]
+    """Each cell in `width` characters, and every cut cell still one cell's alone.
+
+    A dotted name loses whole parts (`_dotted_cuts`: ``…layers.0…o_proj.weight``), the first
+    such cut that, read with each ellipsis as any run of characters, matches no other cell
+    with the same numbers and last part; else one run is cut in the middle (`_middle_cut`).
+    A cut that still makes two cells look alike (the query and key weights of a layer,
+    ``encoder.layer.0…y.weight``) is moved along the cell, else a second one is made, so
+    that what tells the cell from the others stays in."""
+    shown = list(cells)
+    long = [number for number, cell in enumerate(cells) if len(cell) > width]
+    if not long:
+        return shown
+    kin: dict[tuple[str, ...], list[str]] = {}  # cells by their numbers and last part
+    for cell in dict.fromkeys(cells):
+        kin.setdefault(_kin(cell), []).append(cell)
+    made: dict[str, str] = {}
+    for number in long:
+        cell = cells[number]
+        if cell not in made:
+            made[cell] = next(
+                (cut for cut in _cuts(cell, width, ellipsis) if _alone(cut, cell, kin, ellipsis)),
+                _cut(cell, width, ellipsis),
+            )
+        shown[number] = made[cell]
     owners: dict[str, set[str]] = {}
     for cell, text in zip(cells, shown, strict=True):
         owners.setdefault(text, set()).add(cell)
@@ -418,7 +477,7 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
             others = owners[shown[number]] - {cell}
             moved[cell] = cell  # whole, wider than the room, rather than alike another
             for candidate in (
-                *_dotted_cuts(cell, width, ellipsis),
+                *_cuts(cell, width, ellipsis),
                 *_other_cuts(cell, others, width, ellipsis),
             ):
                 if candidate not in taken:
@@ -429,16 +488,35 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
     return shown
 
 
+def _kin(cell: str) -> tuple[str, ...]:
+    """What a cut of `cell` keeps and other cells could share: its numbers, its last part."""
+    return (*_DIGITS.findall(cell), cell.rsplit(".", 1)[-1])
+
+
+def _alone(cut: str, cell: str, kin: dict[tuple[str, ...], list[str]], ellipsis: str) -> bool:
+    """Whether `cut` (each ellipsis any run of characters) matches no cell but `cell` among
+    those of its kin."""
+    pattern = re.compile(".*".join(map(re.escape, cut.lstrip(" ").split(ellipsis))), re.DOTALL)
+    return not any(
+        other != cell and pattern.fullmatch(other.lstrip(" ")) for other in kin[_kin(cell)]
+    )
+
+
 def _cut(cell: str, width: int, ellipsis: str) -> str:
     """`cell` in `width` characters: a dotted name by whole parts (`_dotted_cuts`) where it
     can be, else one run cut in the middle (`_middle_cut`); an indentation is kept."""
-    if len(cell) <= width:
-        return cell
     text = cell.lstrip(" ")
     indent = cell[: len(cell) - len(text)]
-    room = width - len(indent)
-    dotted = next(_dotted_cuts(text, room, ellipsis), None)
-    return indent + (dotted if dotted is not None else _middle_cut(text, max(room, 2), ellipsis))
+    dotted = next(_cuts(cell, width, ellipsis), None)
+    return dotted or indent + _middle_cut(text, max(width - len(indent), 2), ellipsis)
+
+
+def _cuts(cell: str, width: int, ellipsis: str) -> Iterator[str]:
+    """`_dotted_cuts` of `cell`, its indentation kept."""
+    text = cell.lstrip(" ")
+    indent = cell[: len(cell) - len(text)]
+    for shown in _dotted_cuts(text, width - len(indent), ellipsis):
+        yield indent + shown
 
 
 def _dotted_cuts(name: str, width: int, ellipsis: str) -> Iterator[str]:
@@ -463,15 +541,42 @@ def _dotted_cuts(name: str, width: int, ellipsis: str) -> Iterator[str]:
         if len(shown) <= width:
             yield shown
             return
-    # A run of removable parts in the middle too, the most characters kept first.
-    runs = []
+    # A run of removable parts in the middle too, the most characters kept first; then such
+    # a run only cut short (``…layer.0.interm…dense.weight``), where leaving it out would
+    # make the name read as another's too.
+    runs, shortened = [], []
     for start in range(lead, len(parts)):
         stop = start
         while stop < len(parts) and stop not in kept:
             stop += 1
             head = ellipsis * (lead > 0) + ".".join(parts[lead:start])
-            runs.append(head + ellipsis + ".".join(parts[stop:]))
+            tail = ".".join(parts[stop:])
+            runs.append(head + _gap(head, ellipsis) + tail)
+            run = ".".join(parts[start:stop])
+            room = width - len(head) - 1 - len(ellipsis) - len(tail)
+            if 0 < room < len(run):
+                shortened.append(f"{head}.{run[:room]}{ellipsis}{tail}")
     yield from sorted((r for r in runs if len(r) <= width), key=len, reverse=True)
+    yield from sorted(shortened, key=len, reverse=True)
+    # The fewest parts (a run of removable ones an ellipsis), the module's own name cut in its
+    # middle: ``…layers.0.post…norm.weight``.
+    head = ""
+    for index, part in enumerate(parts[:-2]):
+        if index in kept:
+            head += part if not head or head.endswith(ellipsis) else "." + part
+        elif not head.endswith(ellipsis):
+            head += _gap(head, ellipsis)
+    if head and not head.endswith(ellipsis):
+        head += "."
+    room = width - len(head) - len(parts[-1]) - 1
+    if room >= _NARROWEST_PART:
+        yield head + _middle_cut(parts[-2], room, ellipsis) + "." + parts[-1]
+
+
+def _gap(before: str, ellipsis: str) -> str:
+    """The ellipsis for the parts left out after `before`: after a number, with the dot that
+    ends it (``layer.1.…``: ``layer.1…`` could be layer 10's)."""
+    return "." + ellipsis if before[-1:].isdigit() else ellipsis
 
 
 def _other_cuts(cell: str, others: set[str], width: int, ellipsis: str) -> Iterator[str]:
