@@ -1,4 +1,5 @@
-"""Findings of the adversarial review of issue 14 (read_ranges, remote, stores), as tests.
+"""HTTP faults as they happen: a body cut and retried, a file replaced between requests,
+credentials under concurrent redirects; found by an adversarial review of the data path.
 
 Each failed before its fix (as a strict xfail, run against the code as reviewed) and is a
 regression test now. Each builds its own hostile source: a scripted raw-socket
