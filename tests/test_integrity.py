@@ -268,8 +268,8 @@ def test_a_failure_while_hashing_tensors_of_a_whole_file_is_raised(
     path = _save(tmp_path, _tensors(), 1)
     real = hashes_module._hasher
 
-    def failing_after(algorithm: object) -> Callable[[], Any]:
-        new = real(algorithm)
+    def failing_after(algorithm: object, threads: int = 1) -> Callable[[], Any]:
+        new = real(algorithm, threads)
 
         class Failing:
             def __init__(self) -> None:
