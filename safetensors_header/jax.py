@@ -97,9 +97,10 @@ def load(
         Tensor name -> ``jax.Array``, in the file's order (or the order of `names`).
 
     Raises:
-        As `safetensors_header.numpy.load` (TypeError for ``F4`` and ``F6_*``, which JAX
-        holds one value a byte); and what ``jax.device_put`` raises for a sharding that
-        does not fit an array's shape.
+        HeaderError: As for `safetensors_header.numpy.load` (and `RemoteError`, KeyError).
+        TypeError: ``F4`` and ``F6_*``, packed several values to a byte, which JAX holds one
+            a byte (checked before anything is read).
+        ValueError: A sharding that does not fit an array's shape (``jax.device_put``'s).
     """
     arrays = load_arrays(
         source,

@@ -29,6 +29,7 @@ EXAMPLES = [
 ]
 BLOCKS = [block for page, _, block in EXAMPLES if page == "README"]
 NEEDS = ("zarr", "fsspec", "virtualizarr", "numpy", "icechunk", "dask", "awkward", "obstore")
+NEEDS += ("torch", "jax")  # (their own nox sessions run those pages' examples)
 # "# Reads first.safetensors, which the first example of this page makes."
 READS = re.compile(r"^# Reads (\S+), which the first example of this page makes\.$", re.MULTILINE)
 # "# Needs AWS credentials and ...": what the example needs that a test machine has not.
