@@ -208,4 +208,5 @@ def _marker_pythons() -> dict[str, tuple[int, int]]:
 def test_the_table_of_extras_is_the_markers_of_pyproject() -> None:
     found = _marker_pythons()
     assert {"numpy", "icechunk", "virtualizarr"} <= set(found)  # the parse found them
-    assert {name: found[name] for name in found if name not in {"test", "docs", "dev"}} == EXTRAS
+    extras = {name: found[name] for name in found if name not in {"test", "docs", "dev"}}
+    assert extras == EXTRAS, "an extra and its Python go in safetensors_header/_extras.py too"

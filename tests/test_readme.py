@@ -159,6 +159,48 @@ def test_no_example_hard_codes_the_hub(page: str) -> None:
             assert "huggingface.co" not in code or "HF_ENDPOINT" in code, (page, number)
 
 
+# The pages the lead is rewriting, and what of this they do not follow yet.
+LEAD_PAGES = {
+    "architecture": "code lines over 88 characters",
+    "remote": "code lines over 88 characters",
+    "checkpoints": "its first heading repeats the title",
+}
+
+
+def _marked(page: Path, flaw: str) -> Any:
+    """`page` as a parameter, expected to fail where the lead's page still has `flaw`."""
+    reason = LEAD_PAGES.get(page.stem)
+    marks = [pytest.mark.xfail(reason=f"being rewritten: {reason}")] if reason == flaw else []
+    return pytest.param(page, id=page.stem, marks=marks)
+
+
+@pytest.mark.parametrize("page", [_marked(page, "code lines over 88 characters") for page in PAGES])
+def test_code_lines_fit_the_page(page: Path) -> None:
+    # 88 characters fit a code block of the site beside its navigation on a 1,280-pixel
+    # screen (docs/stylesheets/extra.css); a longer line scrolls sideways.
+    long = []
+    inside = False
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        if line.startswith("```"):
+            inside = not inside
+        elif inside and len(line) > 88:
+            long.append(f"{page.name}:{number}: {len(line)} characters")
+    assert not long
+
+
+@pytest.mark.parametrize(
+    "page", [_marked(page, "its first heading repeats the title") for page in PAGES]
+)
+def test_no_page_repeats_its_title_as_a_heading(page: Path) -> None:
+    # The page's contents list its sections; one that is the title again says nothing.
+    text = page.read_text()
+    title = re.search(r"^# (.+)$", text, re.MULTILINE)
+    assert title is not None
+    words = title[1].split(":")[0].strip().lower().removeprefix("the ")
+    for heading in re.findall(r"^## (.+)$", text, re.MULTILINE):
+        assert not heading.lower().removeprefix("the ").startswith(words), heading
+
+
 def test_the_readme_is_a_page_and_its_first_example_needs_only_the_package(
     tmp_path: Path,
 ) -> None:
