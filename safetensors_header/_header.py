@@ -22,7 +22,7 @@ __all__ = [
     "by_dtype",
     "make_header",
 ]
-__all__ += ["shown_shape"]
+__all__ += ["make_identity", "shown_shape"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -441,6 +441,20 @@ class _HeaderBuilder:
 
 #: Make a `Header` without the dataclass __init__'s cost (the parser's, per parse).
 make_header: Callable[..., Header] = _HeaderBuilder  # type: ignore[assignment]
+
+
+class _IdentityBuilder:
+    """A `FileIdentity` made as `_HeaderBuilder` makes a `Header` (a local header's, per read)."""
+
+    __slots__ = FileIdentity.__slots__
+
+    def __init__(self, *fields: Any) -> None:  # FileIdentity's fields, in order
+        self.location, self.size, self.validators, self.header_digest = fields
+        self.__class__ = FileIdentity  # type: ignore[assignment]
+
+
+#: Make a `FileIdentity` without the dataclass __init__'s cost.
+make_identity: Callable[..., FileIdentity] = _IdentityBuilder  # type: ignore[assignment]
 
 
 def _rebuild_header(  # noqa: PLR0917 - the fields, in order

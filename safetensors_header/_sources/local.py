@@ -16,7 +16,7 @@ import os
 import stat
 
 from .._errors import HeaderError
-from .._header import FileIdentity
+from .._header import make_identity
 from .._parser import parse_file_start, parse_header
 from .base import RangeFile, ShortRead, header_of, identified
 from .options import LOCAL_GAP
@@ -100,7 +100,7 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
                 if len(whole) == parsed:
                     header = parse_header(whole, file_size=size, max_header_size=limit)
             if header is not None:
-                identity = FileIdentity(os.fsdecode(path), size, stat_validators(status))
+                identity = make_identity(os.fsdecode(path), size, stat_validators(status), None)
                 return identified(header, identity)
     finally:
         if descriptor >= 0:
