@@ -391,3 +391,14 @@ def test_an_algorithm_there_is_not_is_said_for_each_source(tmp_path: Path) -> No
     assert result.returncode == 1
     assert "unknown hash algorithm 'sha3'" in result.stderr
     assert "blake3 with its package" in result.stderr
+
+
+def test_a_manifest_of_hash_json_from_before_is_read(tmp_path: Path) -> None:
+    # hash --json wrote path, algorithm, content, tensors and error, nothing else.
+    _checkpoint(tmp_path)
+    hashes = hash_tensors(tmp_path)
+    old = {"path": str(tmp_path), "algorithm": "sha256", "content": hashes.content}
+    old.update(tensors=dict(hashes.tensors), error=None)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    ok = _run("validate", "--hashes", str(tmp_path / "old.json"), str(tmp_path))
+    assert (ok.returncode, ok.stdout) == (0, f"{tmp_path}: ok (6 tensors)\n"), ok.stderr
