@@ -100,7 +100,8 @@ def load(
         HeaderError: As for `safetensors_header.numpy.load` (and `RemoteError`, KeyError).
         TypeError: ``F4`` and ``F6_*``, packed several values to a byte, which JAX holds one
             a byte (checked before anything is read).
-        ValueError: A sharding that does not fit an array's shape (``jax.device_put``'s).
+        ValueError: A sharding that does not fit an array's shape: ``jax.device_put``'s
+            error (an AssertionError in JAX 0.10).
     """
     arrays = load_arrays(
         source,

@@ -139,7 +139,9 @@ def test_sharding_places_every_array(every: Path) -> None:
     assert_same(per_name, {name: flax.load_file(str(every))[name] for name in per_name})
     lazy = open_tensors(every, sharding=rows)["f32"][1:]
     assert lazy.sharding == rows
-    with pytest.raises(ValueError, match="ndim"):  # a 0-d array cannot be split along "x"
+    # A 0-d array cannot be split along "x": JAX says so (0.12: a ValueError; 0.10: an
+    # AssertionError), and the error is its own.
+    with pytest.raises((ValueError, AssertionError), match=r"ndim|P\('x',\)"):
         load(every, names=["scalar"], sharding=rows)
 
 
