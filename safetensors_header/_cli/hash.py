@@ -18,17 +18,18 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
+    from typing import Final
 
     from .._hashes import TensorHashes
 
 # The plain output's summary lines, after the tensors' "DIGEST  NAME" lines (as sha256sum
 # writes them): "DIGEST  (WHAT)", the content digest last, naming its SOURCE.
-_FILE_LINE = "({algorithm} of the file {name})"
-_FINGERPRINT_LINE = (
+_FILE_LINE: Final = "({algorithm} of the file {name})"
+_FINGERPRINT_LINE: Final = (
     "({algorithm} fingerprint of the {count:,} tensors: names, dtypes, shapes, bytes)"
 )
-_CONTENT_LINE = "({algorithm} of the {count:,} tensor digests of {source})"
-_HOW_TO_WRITE: str = (
+_CONTENT_LINE: Final = "({algorithm} of the {count:,} tensor digests of {source})"
+_HOW_TO_WRITE: Final = (
     "write one with `safetensors-header hash --json SOURCE > manifest.json` "
     "(hash's plain output is read too, whole)"
 )
