@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
 
@@ -233,16 +233,21 @@ def read_checkpoint(
             if number == len(candidates) - 1:
                 raise source_file.none_found() from None
     metadata, weight_map = _index_of(raw, file.shown, max_index_size)
-    hints = _header_hints(weight_map)  # every shard, in the index's order
-    shard_files = [file.sibling(name) for name in hints]
-    for shard, hint in zip(shard_files, hints.values(), strict=True):
-        shard.header_hint = hint  # a small header is not fetched with 128 KiB of data
+    names = list(dict.fromkeys(weight_map.values()))  # every shard, in the index's order
+    shard_files = [file.sibling(name) for name in names]
+    remote = any(shard.remote for shard in shard_files)
+    if remote:  # a small header is not fetched with 128 KiB of data
+        for shard, hint in zip(shard_files, _header_hints(weight_map).values(), strict=True):
+            shard.header_hint = hint
     read_one: Callable[[RangeFile], Header] = partial(
         header_of, max_header_size=max_header_size, clock=clock
     )
     if progress is not None:
         read_one = _counted(read_one, len(shard_files), progress)
-    files = dict(zip(hints, map_parallel(read_one, shard_files, options.max_workers), strict=True))
+    # Threads for requests that wait on a network; a local header's read is a few system calls
+    # that threads only slow down (their hand-offs cost more than the reads).
+    workers = options.max_workers if remote else 1
+    files = dict(zip(names, map_parallel(read_one, shard_files, workers), strict=True))
     tensors, problems = _check_against_shards(files, weight_map, metadata)
     if strict and problems:
         raise HeaderError("IndexMismatch", "; ".join(finding.message for finding in problems))
@@ -374,21 +379,22 @@ def _check_shard_name(name: str, where: str) -> None:
 
 def _check_against_shards(
     files: dict[str, Header], weight_map: dict[str, str], metadata: dict[str, Any] | None
-) -> tuple[dict[str, TensorInfo], list[Finding]]:
+) -> tuple[Mapping[str, TensorInfo], list[Finding]]:
+    """Every tensor in one shard and where the index puts it; the tensors by name, each
+    entry made from its shard's table when asked (not an object per tensor here)."""
     from ._audit import Finding  # on first use, as the audit: the import stays cheap
 
-    tensors: dict[str, TensorInfo] = {}
     owner: dict[str, str] = {}
     for file, header in files.items():
-        for name, info in header.tensors.items():
-            if name in owner:
-                raise HeaderError(
-                    "IndexMismatch",
-                    f"tensor {name!r} is in two shards: {owner[name]!r} and {file!r}",
-                    tensor=name,
-                )
-            owner[name] = file
-            tensors[name] = info
+        mine = dict.fromkeys(header.tensors, file)
+        if not owner.keys().isdisjoint(mine):  # a name seen in an earlier shard
+            twice = next(name for name in mine if name in owner)
+            raise HeaderError(
+                "IndexMismatch",
+                f"tensor {twice!r} is in two shards: {owner[twice]!r} and {file!r}",
+                tensor=twice,
+            )
+        owner.update(mine)
     for name, file in weight_map.items():
         if owner.get(name) != file:
             raise HeaderError(
@@ -402,11 +408,12 @@ def _check_against_shards(
             f"tensor {name!r} is in {owner[name]!r} but not in the index's weight_map",
             name,
         )
-        for name in tensors
+        for name in owner
         if name not in weight_map
     ]
     total = (metadata or {}).get("total_size")
-    actual = sum(info.nbytes for info in tensors.values())
+    # The tensors of a valid file cover its data buffer exactly: their bytes are its size.
+    actual = sum(header.data_size for header in files.values())
     if total is not None and total != actual:
         problems.append(
             Finding(
@@ -414,7 +421,31 @@ def _check_against_shards(
                 f"the index's total_size is {total!r}, but the tensors hold {actual:,} bytes",
             )
         )
-    return tensors, problems
+    return _ShardTensors(owner, files), problems
+
+
+class _ShardTensors(Mapping[str, TensorInfo]):
+    """A checkpoint's tensors by name, in shard order, each looked up in its shard's table."""
+
+    __slots__ = ("_files", "_owner")
+
+    def __init__(self, owner: dict[str, str], files: Mapping[str, Header]) -> None:
+        self._owner, self._files = owner, files
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        return self._files[self._owner[name]].tensors[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._owner
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (dict, (dict(self.items()),))
 
 
 def _bad_index(where: str, problem: str) -> NoReturn:

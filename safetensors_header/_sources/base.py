@@ -196,6 +196,11 @@ class RangeFile:
         ):
             raise changed(self.shown, _difference(expected.validators, validators))
 
+    def quick_header(self, max_header_size: int) -> Header | None:
+        """The header read the quickest way this backend has (a local file's: one open and
+        one or two reads), or None: `header_of`'s loop then reads it."""
+        return None
+
     def prepare(self) -> None:
         """Learn what a ranged read is planned by (a local file's size), if it costs little."""
 
@@ -342,6 +347,9 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     its size is then what was read when the file had none (a stream), and `parse_header`
     judges the bytes as they are. The header carries the file's identity (`FileIdentity`).
     """
+    quick = file.quick_header(max_header_size)
+    if quick is not None:
+        return quick
     try:
         try:
             data, size = _header_bytes(file, max_header_size, clock)

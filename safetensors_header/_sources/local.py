@@ -222,6 +222,26 @@ class PathFile(RangeFile):
             raise
         return descriptor
 
+    def quick_header(self, max_header_size: int) -> Header | None:
+        if self.identified and not self.seekable:
+            return None  # a pipe kept open: read as a stream
+        descriptor = self.open_checked()  # learns the size and whether it can seek
+        try:
+            if not self.seekable:  # a pipe: kept, and read from this descriptor as a stream
+                self._keep_stream(descriptor)
+                descriptor = -1
+                return None
+            header = header_at(descriptor, self.size or 0, max_header_size)
+            if header is None:
+                return None
+            status = os.fstat(descriptor)  # (rewritten while it was read: not this header)
+            self.identify(status.st_size, stat_validators(status))
+        finally:
+            if descriptor >= 0:
+                os.close(descriptor)
+        identity = make_identity(self.shown, self.size, self.validators, None)
+        return identified(header, identity)
+
     def prepare(self) -> None:
         if not self.identified:
             descriptor = self.open_checked()  # learns the size and whether it can seek
@@ -273,8 +293,8 @@ class PathFile(RangeFile):
         descriptor = self.open_checked()
         try:
             total = sum(stop - start for start, stop, _ in reads)
-            workers = min(self.options.max_workers, os.cpu_count() or 1)
-            if total >= _PARALLEL and workers > 1 and _preadv is not None:
+            if total >= _PARALLEL and self.options.max_workers > 1 and _preadv is not None:
+                workers = min(self.options.max_workers, os.cpu_count() or 1)
                 run_parallel(lambda read: _read_at(descriptor, read), cut(reads, _PART), workers)
             else:
                 for read in reads:
