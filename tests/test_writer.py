@@ -1371,20 +1371,25 @@ def test_a_user_cannot_take_another_users_file_by_rewriting_it(how: str) -> None
         setpriv = shutil.which("setpriv")
         if setpriv is None:  # pragma: no cover - util-linux is on every Linux CI image
             pytest.skip("setpriv is not installed")
-        done = subprocess.run(
-            [
-                *(setpriv, f"--reuid={_OTHER_ID}", f"--regid={_OTHER_ID}", "--clear-groups"),
-                *(sys.executable, "-c", _AS_ANOTHER_USER, str(path), how),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env=untraced_environment(PYTHONPATH=str(ROOT)),
-            cwd=directory,
-        )
-        if "ModuleNotFoundError" in done.stderr:  # pragma: no cover - a checkout it cannot read
-            pytest.skip(f"user {_OTHER_ID} cannot read this checkout")
+
+        def as_another_user(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    *(setpriv, f"--reuid={_OTHER_ID}", f"--regid={_OTHER_ID}", "--clear-groups"),
+                    *(sys.executable, *args),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env=untraced_environment(PYTHONPATH=str(ROOT)),
+                cwd=directory,
+            )
+
+        probe = as_another_user("-c", "import safetensors_header")
+        if probe.returncode != 0:  # pragma: no cover - an interpreter or checkout it cannot read
+            pytest.skip(f"user {_OTHER_ID} cannot run this checkout: {probe.stderr[-200:]}")
+        done = as_another_user("-c", _AS_ANOTHER_USER, str(path), how)
         assert done.returncode == 0, done.stderr
         verdict, number, named, reason = done.stdout.split(" ", 3)
         assert (verdict, number, named) == ("PermissionError", "1", "True"), done.stdout
