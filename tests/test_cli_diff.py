@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from loopback import Site
 from test_cli import TINY, run
 from test_cli_output import on_terminal
 
@@ -272,25 +273,14 @@ def test_a_narrow_terminal_or_one_of_no_width(
             assert max(map(len, rows)) <= 80, rows
 
 
-def test_a_url_against_a_local_checkpoint(models: dict[str, Path]) -> None:
-    import functools
-    import http.server
-    import threading
-
-    root = models["model"].parent
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}"
-        result = run("diff", f"{url}/tuned.safetensors", str(models["sharded"]))
-        assert result.returncode == 1, result.stderr
-        assert "tensors: 1 changed, 0 added, 0 removed" in result.stdout.splitlines()
-        index = f"{url}/sharded/model.safetensors.index.json"
-        assert run("diff", index, str(models["model"])).returncode == 0
-    finally:
-        server.shutdown()
-        server.server_close()
+def test_a_url_against_a_local_checkpoint(models: dict[str, Path], site: Site) -> None:
+    site.root, site.mode = str(models["model"].parent), "ignore"  # (whole-file 200s)
+    url = site.url("").rstrip("/")
+    result = run("diff", f"{url}/tuned.safetensors", str(models["sharded"]))
+    assert result.returncode == 1, result.stderr
+    assert "tensors: 1 changed, 0 added, 0 removed" in result.stdout.splitlines()
+    index = f"{url}/sharded/model.safetensors.index.json"
+    assert run("diff", index, str(models["model"])).returncode == 0
 
 
 def test_standard_input_as_one_side(models: dict[str, Path]) -> None:
