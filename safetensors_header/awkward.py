@@ -43,9 +43,7 @@ Importing this module imports both.
 
 from __future__ import annotations
 
-import math
 import os
-import string
 import sys
 
 from ._extras import missing
@@ -57,9 +55,23 @@ except ModuleNotFoundError as error:
     raise missing(error, "awkward", "safetensors_header.awkward") from None
 
 from . import _replace
+from ._awkward_forms import (
+    BUFFER_KEY,
+    BYTEORDER,
+    FORM,
+    LENGTH,
+    AwkwardFileError,
+    Cache,
+    Plan,
+    form_and_length,
+    index_guards,
+    recorded_byteorder,
+    walk_form,
+)
+from ._awkward_keys import DEFAULT_BUFFER_KEY, resolved_key
 from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
-from ._fetch import SafetensorsFile, opened
+from ._fetch import opened
 from ._format import MAX_HEADER_SIZE
 from ._parser import parse_header
 from ._sources import Source, backend_of
@@ -70,70 +82,27 @@ __all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_saf
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+    from collections.abc import Callable, Mapping, MutableMapping
     from typing import Any, BinaryIO, Final, Literal, TypeAlias
 
     from _typeshed import StrPath
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
-    from ._header import Header, TensorInfo
+    from ._awkward_keys import BufferKey
+    from ._header import Header
     from ._sources.transport import Transport
 
-    #: A ``buffer_key`` as awkward takes it: a template of ``{form_key}`` and ``{attribute}``,
-    #: or a function of the keywords ``form_key``, ``attribute`` and ``form``.
-    BufferKey: TypeAlias = str | Callable[..., str]
     #: Where `to_safetensors` writes: a local path, an fsspec URL, a ``(store, path)`` pair or
     #: a writable binary file object.
     Destination: TypeAlias = StrPath | tuple[Any, str] | BinaryIO
-    _GetKey: TypeAlias = Callable[[Any, str], str]
-    _Visit: TypeAlias = Callable[[Any, str, "np.dtype[Any]", "int | None"], "NDArray[Any] | None"]
     _Tensor: TypeAlias = tuple[str, tuple[int, ...], "NDArray[Any]"]
-    _Order: TypeAlias = Literal["<", ">"]
 
-#: awkward's default ``buffer_key`` (of ``ak.to_buffers`` and ``ak.to_safetensors``).
-DEFAULT_BUFFER_KEY: Final = "{form_key}-{attribute}"
-# The keys of __metadata__: awkward's two, and the two this module writes when needed.
-_FORM: Final = "form"
-_LENGTH: Final = "length"
-_BUFFER_KEY: Final = "buffer_key"
-_BYTEORDER: Final = "byteorder"
 _NATIVE: Final = "<" if sys.byteorder == "little" else ">"
-_FIELDS: Final = frozenset({"form_key", "attribute"})
-_MAX_LENGTH_DIGITS: Final = 20  # 2^64 has 20 digits; int() of a longer text is only slow
-_SHOWN_NAMES: Final = 6  # tensor names an error message lists
-_SHOWN_TEMPLATE: Final = 80  # characters of a buffer_key template an error message shows
-# Places of a form key (and of an attribute) in a tensor name tried when inferring the
-# buffer_key: awkward's names hold each once; more is a hostile or a very odd name.
-_MAX_OCCURRENCES: Final = 8
-# The dtypes of awkward's index buffers (offsets, starts, stops, index, tags, masks).
-_INDEX_DTYPES: Final[dict[str, np.dtype[Any]]] = {
-    "i8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8),
-    "i32": np.dtype(np.int32),
-    "u32": np.dtype(np.uint32),
-    "i64": np.dtype(np.int64),
-}
 # (numpy kind, item size) -> the safetensors dtype of a buffer of that dtype: the names the
 # reference gives (the writer's table), and int64 for datetime64 and timedelta64 ("M", "m"),
 # which it refuses.
 _TENSOR_DTYPES: Final = {**NUMPY_KINDS, ("M", 8): "I64", ("m", 8): "I64"}
-
-
-class AwkwardFileError(ValueError):
-    """A valid safetensors file, but one that holds no awkward array (or not all of one).
-
-    Attributes:
-        buffer: The tensor at fault (missing, too short, ...), where there is one, else
-            ``None``.
-
-    The message says what the form needs and what the file has. A file that is not valid
-    safetensors raises the library's `HeaderError` instead.
-    """
-
-    def __init__(self, message: str, *, buffer: str | None = None) -> None:
-        super().__init__(message)
-        self.buffer = buffer
 
 
 # storage_options is named as awkward's own from_safetensors names it (in its place): Python
@@ -222,17 +191,17 @@ def from_safetensors(  # type: ignore[misc]
             "cannot do: read it with virtual=False, or pass a path, a URL or the bytes"
         )
     metadata = dict(header.metadata or {})
-    form, length = _form_and_length(metadata)
-    order = _byteorder(metadata) if byteorder is None else byteorder
+    form, length = form_and_length(metadata)
+    order = recorded_byteorder(metadata) if byteorder is None else byteorder
     needed: list[tuple[Any, str]] = []
-    _walk_form(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
-    plan = _Plan(header, *_resolved_key(buffer_key, metadata, needed, header), order)
-    _walk_form(form, length, plan.check)  # names and sizes the header settles, before any read
+    walk_form(form, length, lambda node, attribute, _, __: needed.append((node, attribute)))
+    plan = Plan(header, *resolved_key(buffer_key, metadata, needed, header), order)
+    walk_form(form, length, plan.check)  # names and sizes the header settles, before any read
     if virtual:
         # Each buffer read when awkward first needs it, and its indexes checked then
         # against what the header says its contents can hold.
-        cache = _Cache(file, plan, options.timeout)
-        guards = _guards(form, plan)
+        cache = Cache(file, plan, options.timeout)
+        guards = index_guards(form, plan)
         container: Mapping[str, Any] = {
             key: _reader(key, cache, guards.get(key)) for key in plan.entries
         }
@@ -244,7 +213,7 @@ def from_safetensors(  # type: ignore[misc]
             key: np.frombuffer(piece, dtype=dtype.newbyteorder(order))
             for (key, (_, dtype)), piece in zip(plan.entries.items(), pieces, strict=True)
         }
-        _walk_form(form, length, plan.check)  # every size, now that offsets and indexes are read
+        walk_form(form, length, plan.check)  # every size, now that offsets and indexes are read
         container = plan.trimmed
     getkey = plan.getkey
     passed_on = {  # awkward's own keywords, as they came
@@ -338,11 +307,11 @@ def to_safetensors(
         backend=backend,
         byteorder=byteorder,
     )
-    metadata = {_FORM: form.to_json(), _LENGTH: str(length)}
+    metadata = {FORM: form.to_json(), LENGTH: str(length)}
     if isinstance(buffer_key, str) and buffer_key != DEFAULT_BUFFER_KEY:
-        metadata[_BUFFER_KEY] = buffer_key
+        metadata[BUFFER_KEY] = buffer_key
     if byteorder == ">":
-        metadata[_BYTEORDER] = byteorder
+        metadata[BYTEORDER] = byteorder
     tensors = {name: _as_tensor(name, buffer) for name, buffer in buffers.items()}
     return _write(destination, tensors, metadata, storage_options)
 
@@ -350,428 +319,8 @@ def to_safetensors(
 # --- reading -------------------------------------------------------------------------------
 
 
-def _form_and_length(metadata: Mapping[str, str]) -> tuple[Any, int]:
-    missing = [key for key in (_FORM, _LENGTH) if key not in metadata]
-    if missing:
-        has = f"its keys are {', '.join(map(repr, metadata))}" if metadata else "it has none"
-        raise AwkwardFileError(
-            f"not a file of an awkward array: its __metadata__ has no "
-            f"{' and no '.join(map(repr, missing))} ({has}); ak.to_safetensors and "
-            "to_safetensors write both"
-        )
-    try:
-        form = ak.forms.from_json(metadata[_FORM])
-    except Exception as error:  # json, KeyError, TypeError, ValueError...: all mean the same
-        raise AwkwardFileError(
-            f"the metadata's form is not an awkward form: {type(error).__name__}: {error}"[:300]
-        ) from None
-    text = metadata[_LENGTH]
-    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_LENGTH_DIGITS):
-        raise AwkwardFileError(
-            f"the metadata's length must be a non-negative integer, not {text[:40]!r}"
-        )
-    return form, int(text)
-
-
-def _byteorder(metadata: Mapping[str, str]) -> Literal["<", ">"]:
-    recorded = metadata.get(_BYTEORDER, "<")
-    if recorded == "<":
-        return "<"
-    if recorded == ">":
-        return ">"
-    raise AwkwardFileError(f"the metadata's byteorder must be '<' or '>', not {recorded[:40]!r}")
-
-
-def _walk_form(form: Any, length: int | None, visit: _Visit) -> None:
-    """Visit every buffer `form` needs, with its count when known, as ak.from_buffers reads them.
-
-    `visit` gets the form node, the attribute, the dtype and the number of values the node
-    needs (``None`` when it depends on buffers not read), and returns the buffer's values
-    if they are read, so that the counts of the node's contents follow from them. The
-    counts are ak.from_buffers' (``_reconstitute``).
-    """
-    forms = ak.forms
-    if isinstance(form, forms.EmptyForm):
-        if length:
-            raise AwkwardFileError(f"the form is an EmptyArray, but the length is {length}")
-    elif isinstance(form, forms.NumpyForm):
-        dtype = ak.types.numpytype.primitive_to_dtype(form.primitive)
-        count = None if length is None else length * math.prod(form.inner_shape)
-        visit(form, "data", dtype, count)
-    elif isinstance(form, forms.UnmaskedForm):
-        _walk_form(form.content, length, visit)
-    elif isinstance(form, forms.BitMaskedForm):
-        mask = _index_dtype(form, "mask", form.mask)
-        visit(form, "mask", mask, None if length is None else -(-length // 8))
-        _walk_form(form.content, length, visit)
-    elif isinstance(form, forms.ByteMaskedForm):
-        visit(form, "mask", _index_dtype(form, "mask", form.mask), length)
-        _walk_form(form.content, length, visit)
-    elif isinstance(form, (forms.IndexedOptionForm, forms.IndexedForm)):
-        index = visit(form, "index", _index_dtype(form, "index", form.index), length)
-        if index is not None:
-            _check_index(form, index, None)
-        _walk_form(form.content, _past_max(index), visit)
-    elif isinstance(form, forms.ListForm):
-        starts = visit(form, "starts", _index_dtype(form, "starts", form.starts), length)
-        stops = visit(form, "stops", _index_dtype(form, "stops", form.stops), length)
-        if starts is not None and stops is not None:
-            _check_list(form, starts, stops, None)
-        _walk_form(form.content, _list_end(starts, stops), visit)
-    elif isinstance(form, forms.ListOffsetForm):
-        offsets_dtype = _index_dtype(form, "offsets", form.offsets)
-        offsets = visit(form, "offsets", offsets_dtype, _plus_one(length))
-        if offsets is not None:
-            _check_offsets_buffer(form, offsets, None)
-        end = None if offsets is None else int(offsets[-1]) if len(offsets) > 1 else 0
-        _walk_form(form.content, end, visit)
-    elif isinstance(form, forms.RegularForm):
-        _walk_form(form.content, None if length is None else length * form.size, visit)
-    elif isinstance(form, forms.RecordForm):
-        for content in form.contents:
-            _walk_form(content, length, visit)
-    elif isinstance(form, forms.UnionForm):
-        if not form.contents:
-            raise AwkwardFileError("the form has a UnionArray with no contents")
-        tags = visit(form, "tags", _index_dtype(form, "tags", form.tags), length)
-        index = visit(form, "index", _index_dtype(form, "index", form.index), length)
-        if tags is not None and index is not None:
-            _check_union(form, tags, index, [None] * len(form.contents))
-        for tag, content in enumerate(form.contents):
-            selected = None if tags is None or index is None else index[tags == tag]
-            _walk_form(content, _past_max(selected), visit)
-    else:
-        raise AwkwardFileError(f"the form has a node of an unknown class: {type(form).__name__}")
-
-
-# The index dtypes each node takes (awkward's own constraints, which its forms do not check).
-_INDEX_KINDS: Final = {
-    ("ListOffsetForm", "offsets"): ("i32", "u32", "i64"),
-    ("ListForm", "starts"): ("i32", "u32", "i64"),
-    ("ListForm", "stops"): ("i32", "u32", "i64"),
-    ("IndexedForm", "index"): ("i32", "u32", "i64"),
-    ("IndexedOptionForm", "index"): ("i32", "i64"),
-    ("ByteMaskedForm", "mask"): ("i8",),
-    ("BitMaskedForm", "mask"): ("u8",),
-    ("UnionForm", "tags"): ("i8",),
-    ("UnionForm", "index"): ("i32", "u32", "i64"),
-}
-
-
-def _index_dtype(form: Any, attribute: str, name: str) -> np.dtype[Any]:
-    """The numpy dtype of an index buffer, if the node takes one of that type."""
-    allowed = _INDEX_KINDS[type(form).__name__, attribute]
-    if name not in allowed:
-        raise AwkwardFileError(
-            f"the form's {type(form).__name__} node {_shown_key(form.form_key)} has {attribute} of "
-            f"type {_shown_key(name)}; awkward takes {', '.join(map(repr, allowed))}"
-        )
-    return _INDEX_DTYPES[name]
-
-
-def _shown_key(text: object) -> str:
-    """A name from a file, for a message: its repr, cut to `_SHOWN_TEMPLATE` characters."""
-    shown = repr(text)
-    return shown if len(shown) <= _SHOWN_TEMPLATE else shown[:_SHOWN_TEMPLATE] + "..."
-
-
-def _out_of_bounds(form: Any, attribute: str, problem: str) -> AwkwardFileError:
-    return AwkwardFileError(
-        f"the {attribute} of the form's {type(form).__name__} node {_shown_key(form.form_key)} "
-        f"{problem}: "
-        "awkward would read outside its content",
-    )
-
-
-def _check_offsets_buffer(form: Any, offsets: NDArray[Any], bound: int | None) -> None:
-    """Offsets from 0 up, never going back, and (with a `bound`) within the content."""
-    if not len(offsets):
-        return
-    if offsets[0] < 0:
-        raise _out_of_bounds(form, "offsets", f"start at {int(offsets[0])}, below 0")
-    if len(offsets) > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
-        at = int(np.argmax(offsets[1:] < offsets[:-1]))
-        raise _out_of_bounds(
-            form, "offsets", f"go back, from {int(offsets[at])} to {int(offsets[at + 1])}"
-        )
-    if bound is not None and int(offsets[-1]) > bound:
-        raise _out_of_bounds(form, "offsets", f"end at {int(offsets[-1])}, past {bound} values")
-
-
-def _check_list(form: Any, starts: NDArray[Any], stops: NDArray[Any], bound: int | None) -> None:
-    """Every non-empty list from a start at 0 or more to a stop no smaller (within `bound`)."""
-    count = min(len(starts), len(stops))
-    starts, stops = starts[:count], stops[:count]
-    used = starts != stops
-    if bool(np.any(starts[used] > stops[used])):
-        raise _out_of_bounds(form, "starts", "pass their stops")
-    if bool(np.any(starts[used] < 0)):
-        raise _out_of_bounds(form, "starts", "go below 0")
-    if bound is not None and bool(np.any(stops[used] > bound)):
-        raise _out_of_bounds(form, "stops", f"go past {bound} values")
-
-
-def _check_index(form: Any, index: NDArray[Any], bound: int | None) -> None:
-    """An index of 0 or more (or, of an option, negative for None), below `bound`."""
-    if not isinstance(form, ak.forms.IndexedOptionForm) and bool(np.any(index < 0)):
-        raise _out_of_bounds(form, "index", "goes below 0")
-    if bound is not None and len(index) and int(index.max()) >= bound:
-        raise _out_of_bounds(form, "index", f"goes to {int(index.max())}, past {bound} values")
-
-
-def _check_union(
-    form: Any, tags: NDArray[Any], index: NDArray[Any], bounds: list[int | None]
-) -> None:
-    """Tags of the contents there are; an index of 0 or more, within each content."""
-    count = min(len(tags), len(index))
-    tags, index = tags[:count], index[:count]
-    if bool(np.any((tags < 0) | (tags >= len(bounds)))):
-        raise _out_of_bounds(form, "tags", f"name contents beyond its {len(bounds)}")
-    if bool(np.any(index < 0)):
-        raise _out_of_bounds(form, "index", "goes below 0")
-    for tag, bound in enumerate(bounds):
-        chosen = index[tags == tag]
-        if bound is not None and len(chosen) and int(chosen.max()) >= bound:
-            raise _out_of_bounds(form, "index", f"goes past the {bound} values of content {tag}")
-
-
-def _past_max(index: NDArray[Any] | None) -> int | None:
-    """One more than the largest index (0 for none): how long the content must be."""
-    if index is None:
-        return None
-    return max(0, int(index.max()) + 1) if len(index) else 0
-
-
-def _list_end(starts: NDArray[Any] | None, stops: NDArray[Any] | None) -> int | None:
-    """The largest stop of a non-empty list (0 for none): how long the content must be."""
-    if starts is None or stops is None:
-        return None
-    stops = stops[starts != stops]
-    return max(0, int(stops.max())) if len(stops) else 0
-
-
-def _plus_one(length: int | None) -> int | None:
-    return None if length is None else length + 1
-
-
-def _resolved_key(
-    requested: BufferKey | None,
-    metadata: Mapping[str, str],
-    needed: list[tuple[Any, str]],
-    header: Header,
-) -> tuple[_GetKey, str]:
-    """The tensor name of each buffer, and what to say when one is missing."""
-    if requested is not None:
-        if callable(requested):
-            return _function_key(requested), "the buffer_key function given"
-        return _template_key(requested, "buffer_key"), f"buffer_key={_shown_key(requested)}"
-    recorded = metadata.get(_BUFFER_KEY)
-    if recorded is not None:
-        where = "the buffer_key recorded in the metadata"
-        return _template_key(
-            recorded, where, error=AwkwardFileError
-        ), f"{where}, {_shown_key(recorded)}"
-    default = _template_key(DEFAULT_BUFFER_KEY, "buffer_key")
-    names = header.tensors
-    if all(_name(default, node, attribute) in names for node, attribute in needed):
-        return default, "the default buffer_key"
-    found = _inferred(needed, names)
-    if found is None:
-        return default, (
-            "the default buffer_key, and no other template of {form_key} and {attribute} "
-            "names the tensors (pass buffer_key=)"
-        )
-    return _template_key(found, "buffer_key"), f"the buffer_key the tensor names follow, {found!r}"
-
-
-def _template_key(template: object, what: str, *, error: type[Exception] = ValueError) -> _GetKey:
-    """The names a template gives. One recorded in a file (`error` AwkwardFileError) may hold
-    the two fields and nothing else: no format spec or conversion (``{form_key:>1000000000}``
-    would make a name of a gigabyte)."""
-    if not isinstance(template, str):
-        raise TypeError(f"{what} must be a str or a callable, not {type(template).__name__}")
-    shown = repr(template[:_SHOWN_TEMPLATE]) + ("..." if len(template) > _SHOWN_TEMPLATE else "")
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as problem:
-        raise error(f"{what} {shown} is not a format string: {problem}") from None
-    fields = {field for _, field, _, _ in parsed if field is not None}
-    if not fields <= _FIELDS:
-        raise error(
-            f"{what} {shown} may hold only {{form_key}} and {{attribute}}, not "
-            f"{', '.join(sorted(f'{{{field[:40]}}}' for field in fields - _FIELDS))}"
-        )
-    if error is AwkwardFileError and any(spec or conversion for _, _, spec, conversion in parsed):
-        raise error(
-            f"{what} {shown} formats its fields ({{form_key}} and {{attribute}} with a format "
-            "spec or a conversion): a file's template may only name them"
-        )
-
-    def getkey(node: Any, attribute: str) -> str:
-        if not isinstance(node.form_key, str):
-            raise AwkwardFileError(
-                f"the form's {type(node).__name__} node has no form_key, so no tensor can "
-                f"be named for its {attribute}"
-            )
-        return template.format(form_key=node.form_key, attribute=attribute)
-
-    return getkey
-
-
-def _function_key(function: Callable[..., str]) -> _GetKey:
-    def getkey(node: Any, attribute: str) -> str:
-        return function(form_key=node.form_key, attribute=attribute, form=node)
-
-    return getkey
-
-
-def _name(getkey: _GetKey, node: Any, attribute: str) -> str | None:
-    """The tensor name of a buffer, or None when the node has no form key to name it by."""
-    try:
-        return getkey(node, attribute)
-    except AwkwardFileError:
-        return None
-
-
-def _inferred(needed: list[tuple[Any, str]], names: Mapping[str, object]) -> str | None:
-    """The one template of {form_key} and {attribute} that names every buffer, if one does.
-
-    The candidates come from the tensors whose names hold the first buffer's form key (and
-    its attribute); one fits when it names every buffer, each a different tensor. Two that
-    fit with different names are an error: which one is meant cannot be told.
-    """
-    pairs = [(node.form_key, attribute) for node, attribute in needed]
-    if not pairs or not all(isinstance(key, str) and key for key, _ in pairs):
-        return None
-    form_key, attribute = pairs[0]
-    fits: dict[tuple[str, ...], str] = {}
-    for name in names:
-        for template in _templates(name, form_key, attribute):
-            keys = tuple(template.format(form_key=key, attribute=attr) for key, attr in pairs)
-            if len(set(keys)) == len(keys) and all(key in names for key in keys):
-                fits.setdefault(keys, template)
-    if len(fits) > 1:
-        raise AwkwardFileError(
-            f"the tensor names fit {len(fits)} buffer_key templates "
-            f"({', '.join(map(repr, sorted(fits.values())))}) that name different tensors: "
-            "pass the right one as buffer_key="
-        )
-    return next(iter(fits.values()), None)
-
-
-def _templates(name: str, form_key: str, attribute: str) -> Iterator[str]:
-    """The templates that give `name` for this form key and attribute."""
-    for at in _occurrences(name, form_key):
-        key_span = (at, at + len(form_key), "{form_key}")
-        yield _template(name, [key_span])  # one buffer a node: no {attribute} needed
-        for other in _occurrences(name, attribute):
-            if other + len(attribute) <= at or at + len(form_key) <= other:
-                yield _template(
-                    name, sorted([key_span, (other, other + len(attribute), "{attribute}")])
-                )
-
-
-def _occurrences(text: str, part: str) -> Iterator[int]:
-    """Where `part` is in `text`: the first `_MAX_OCCURRENCES` places (a name of one repeated
-    character would otherwise make a template of every pair of places: cubic in its length)."""
-    at = text.find(part)
-    for _ in range(_MAX_OCCURRENCES):
-        if at < 0:
-            return
-        yield at
-        at = text.find(part, at + 1)
-
-
-def _template(name: str, spans: Iterable[tuple[int, int, str]]) -> str:
-    pieces = []
-    done = 0
-    for begin, end, field in spans:
-        pieces += [_escaped(name[done:begin]), field]
-        done = end
-    return "".join([*pieces, _escaped(name[done:])])
-
-
-def _escaped(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-class _Plan:
-    """The tensors of a form's buffers, checked against the header (and their data, once read)."""
-
-    def __init__(self, header: Header, getkey: _GetKey, how: str, order: _Order) -> None:
-        self.header = header
-        self.getkey = getkey
-        self.how = how  # how the names were found, for the messages
-        self.order = order
-        self.entries: dict[str, tuple[TensorInfo, np.dtype[Any]]] = {}
-        self.data: dict[str, NDArray[Any]] | None = None
-        self.trimmed: dict[str, NDArray[Any]] = {}
-
-    def check(
-        self, node: Any, attribute: str, dtype: np.dtype[Any], count: int | None
-    ) -> NDArray[Any] | None:
-        """Check one buffer; its values (as many as the form needs) once they are read."""
-        key = self.getkey(node, attribute)
-        shown = _shown_key(key)
-        node_name = f"{_shown_key(node.form_key)} ({type(node).__name__})"
-        where = f"the {attribute} of the form's node {node_name}"
-        info = self.header.tensors.get(key)
-        if info is None:
-            names = list(self.header.tensors)
-            names_shown = ", ".join(map(_shown_key, names[:_SHOWN_NAMES])) + (
-                ", ..." if len(names) > _SHOWN_NAMES else ""
-            )
-            raise AwkwardFileError(
-                f"no tensor {shown}, {where}, named by {self.how}; the file's tensors are "
-                f"{names_shown or 'none'}",
-                buffer=key,
-            )
-        if info.nbytes % dtype.itemsize:
-            raise AwkwardFileError(
-                f"tensor {shown} ({where}) has {info.nbytes:,} bytes, not a whole number of "
-                f"{dtype} values ({dtype.itemsize} bytes each)",
-                buffer=key,
-            )
-        held = info.nbytes // dtype.itemsize
-        if count is not None and held < count:
-            raise AwkwardFileError(
-                f"tensor {shown} ({where}) holds {held:,} {dtype} values, but the form needs "
-                f"{count:,}",
-                buffer=key,
-            )
-        self.entries.setdefault(key, (info, dtype))
-        if self.data is None:
-            return None
-        values = self.data[key] if count is None else self.data[key][:count]
-        self.trimmed[key] = values.astype(dtype, copy=False)  # in the machine's order
-        return values
-
-
-class _Cache:
-    """The buffers of a virtual array: each read once, when first asked for, then kept."""
-
-    def __init__(self, file: SafetensorsFile, plan: _Plan, timeout: float | None) -> None:
-        import threading
-
-        self.file, self.plan, self.timeout = file, plan, timeout
-        self.values: dict[str, NDArray[Any]] = {}
-        self.lock = threading.Lock()
-
-    def load(self, key: str) -> NDArray[Any]:
-        with self.lock:
-            found = self.values.get(key)
-        if found is not None:
-            return found
-        info, dtype = self.plan.entries[key]
-        piece = self.file.read_tensor(info, timeout=self.timeout)
-        values = np.frombuffer(piece, dtype=dtype.newbyteorder(self.plan.order))
-        values = values.astype(dtype, copy=False)
-        with self.lock:
-            return self.values.setdefault(key, values)
-
-
 def _reader(
-    key: str, cache: _Cache, guard: Callable[[_Cache], None] | None
+    key: str, cache: Cache, guard: Callable[[Cache], None] | None
 ) -> Callable[[], NDArray[Any]]:
     """A virtual buffer's generator: its tensor, read once; its indexes checked first."""
 
@@ -782,97 +331,6 @@ def _reader(
         return values
 
     return read
-
-
-def _guards(form: Any, plan: _Plan) -> dict[str, Callable[[_Cache], None]]:
-    """For each index buffer of a virtual array, the check of its values: within what the
-    header says its contents can hold (`_capacity`), as the eager read checks them."""
-    checks: dict[str, list[Callable[[_Cache], None]]] = {}
-    forms = ak.forms
-
-    def guard(keys: list[str], check: Callable[[_Cache], None]) -> None:
-        for key in keys:  # (two nodes may name the same tensor: both checks hold)
-            checks.setdefault(key, []).append(check)
-
-    def visit(node: Any) -> None:
-        key = plan.getkey
-        if isinstance(node, forms.ListOffsetForm):
-            bound = _capacity(node.content, plan)
-            offsets = key(node, "offsets")
-            guard([offsets], lambda cache: _check_offsets_buffer(node, cache.load(offsets), bound))
-        elif isinstance(node, forms.ListForm):
-            bound = _capacity(node.content, plan)
-            starts, stops = key(node, "starts"), key(node, "stops")
-            guard(
-                [starts, stops],
-                lambda cache: _check_list(node, cache.load(starts), cache.load(stops), bound),
-            )
-        elif isinstance(node, (forms.IndexedForm, forms.IndexedOptionForm)):
-            bound = _capacity(node.content, plan)
-            index = key(node, "index")
-            guard([index], lambda cache: _check_index(node, cache.load(index), bound))
-        elif isinstance(node, forms.UnionForm):
-            bounds = [_capacity(content, plan) for content in node.contents]
-            tags, index = key(node, "tags"), key(node, "index")
-            guard(
-                [tags, index],
-                lambda cache: _check_union(node, cache.load(tags), cache.load(index), bounds),
-            )
-        for content in _contents(node):
-            visit(content)
-
-    visit(form)
-    return {key: _all_of(found) for key, found in checks.items()}
-
-
-def _all_of(checks: list[Callable[[_Cache], None]]) -> Callable[[_Cache], None]:
-    def check(cache: _Cache) -> None:
-        for one in checks:
-            one(cache)
-
-    return check
-
-
-def _contents(form: Any) -> list[Any]:
-    if hasattr(form, "contents"):
-        return list(form.contents)
-    return [form.content] if hasattr(form, "content") else []
-
-
-def _capacity(form: Any, plan: _Plan) -> int | None:
-    """The most elements `form` can have, from the sizes of its buffers in the header (None:
-    no bound, a RegularArray of size 0 or a record of no field)."""
-    forms = ak.forms
-
-    def held(attribute: str) -> int:
-        info, dtype = plan.entries[plan.getkey(form, attribute)]
-        return info.nbytes // dtype.itemsize
-
-    def least(*counts: int | None) -> int | None:
-        known = [count for count in counts if count is not None]
-        return min(known) if known else None
-
-    if isinstance(form, forms.EmptyForm):
-        return 0
-    if isinstance(form, forms.NumpyForm):
-        inner = math.prod(form.inner_shape)
-        return held("data") // inner if inner else None
-    if isinstance(form, forms.ListOffsetForm):
-        return max(held("offsets") - 1, 0)
-    if isinstance(form, forms.ListForm):
-        return min(held("starts"), held("stops"))
-    if isinstance(form, forms.RegularForm):
-        content = _capacity(form.content, plan)
-        return None if content is None or not form.size else content // form.size
-    if isinstance(form, (forms.IndexedForm, forms.IndexedOptionForm)):
-        return held("index")
-    if isinstance(form, forms.ByteMaskedForm):
-        return least(held("mask"), _capacity(form.content, plan))
-    if isinstance(form, forms.BitMaskedForm):
-        return least(held("mask") * 8, _capacity(form.content, plan))
-    if isinstance(form, forms.UnionForm):
-        return min(held("tags"), held("index"))
-    return least(*(_capacity(content, plan) for content in _contents(form)))
 
 
 # --- writing -------------------------------------------------------------------------------

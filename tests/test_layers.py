@@ -62,6 +62,8 @@ MEMBERS = [
         "virtualizarr",
         "icechunk",
         "awkward",
+        "_awkward_forms",
+        "_awkward_keys",
         "_cli",
         "__init__",
         "__main__",
