@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from safetensors_header import parse_header, read_header  # noqa: E402
+from safetensors_header import parse_header, read_header
 
 
 def _file(tensors: int) -> bytes:

@@ -129,7 +129,7 @@ def unregistered(uses: list[Use]) -> list[Use]:
 @pytest.fixture(scope="module")
 def package_uses() -> list[Use]:
     assert len(SOURCES) > 10, PACKAGE  # the glob found the package
-    texts = {path.name: path.read_text(encoding="utf-8") for path in SOURCES}
+    texts = {str(path.relative_to(PACKAGE)): path.read_text(encoding="utf-8") for path in SOURCES}
     takers = kind_takers([ast.parse(text) for text in texts.values()])
     # The makers in use today; one renamed must not leave the scan blind.
     assert {"HeaderError", "Finding", "fail", "_fault"} <= takers
