@@ -223,7 +223,8 @@ def from_safetensors(  # type: ignore[misc]
         "behavior": behavior,
         "attrs": attrs,
     }
-    try:
+
+    def build(**changed: Any) -> Any:
         return ak.from_buffers(
             form,
             length,
@@ -232,10 +233,28 @@ def from_safetensors(  # type: ignore[misc]
             # The buffers are in the machine's order already: awkward 2.8 ignores byteorder
             # for arrays (it swaps only raw bytes).
             byteorder=_NATIVE,
-            **passed_on,
+            **{**passed_on, **changed},
         )
+
+    try:
+        return build()
     except (AwkwardFileError, HeaderError, OSError):
         raise
+    except TypeError as error:
+        # A form that is not canonical is awkward's TypeError, as awkward gives it: reading
+        # it anyway (allow_noncanonical_form) is the caller's choice. A form awkward cannot
+        # build even so is the file's fault.
+        if not allow_noncanonical_form:
+            try:
+                build(allow_noncanonical_form=True)
+            except Exception:
+                pass
+            else:
+                raise
+        raise AwkwardFileError(
+            f"awkward cannot build the array the file describes: {type(error).__name__}: "
+            f"{str(error)[:300]}"
+        ) from error
     except (ValueError, IndexError, KeyError, AssertionError) as error:
         # The checks above leave awkward nothing to refuse in a file; a form it cannot
         # build from buffers of the right sizes is still the file's fault, not a crash.

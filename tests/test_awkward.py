@@ -819,3 +819,30 @@ def test_noncanonical_forms_as_awkward_reads_them(tmp_path: Path) -> None:
     back = from_safetensors(path, allow_noncanonical_form=True)
     assert back.to_list() == want.to_list() == [20, None, None, 10]
     assert back.layout.form == want.layout.form
+
+
+def test_a_form_awkward_cannot_build_is_the_files_fault() -> None:
+    """An option node with a string's parameters (found by fuzz/fuzz_awkward.py): awkward's
+    own TypeError, which no allow_noncanonical_form lifts, is an AwkwardFileError, eagerly
+    and lazily; nothing but that and HeaderError escapes a hostile file."""
+    import safetensors.numpy
+
+    form = {
+        "class": "UnmaskedArray",
+        "content": {
+            "class": "NumpyArray",
+            "primitive": "uint8",
+            "parameters": {"__array__": "char"},
+            "form_key": "node1",
+        },
+        "parameters": {"__array__": "string"},
+        "form_key": "node0",
+    }
+    data = safetensors.numpy.save(
+        {"node1-data": np.frombuffer(b"abcd", np.uint8)},
+        {"form": json.dumps(form), "length": "4"},
+    )
+    for virtual in (False, True):
+        for allow in (False, True):
+            with pytest.raises(AwkwardFileError, match="awkward cannot build the array"):
+                from_safetensors(data, virtual=virtual, allow_noncanonical_form=allow)
