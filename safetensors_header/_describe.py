@@ -12,7 +12,8 @@ import stat
 from collections.abc import Mapping
 
 from ._checkpoint import Checkpoint, read_checkpoint
-from ._fetch import SafetensorsFile
+from ._errors import RemoteError
+from ._fetch import SafetensorsFile, local_path, read_beside
 from ._header import Header
 from ._model import ModelInfo, describe
 
@@ -21,6 +22,10 @@ __all__ = ["config_beside", "describe_model"]
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from typing import Any, Final
+
+    from typing_extensions import Unpack
+
+    from ._sources.transport import Transport
 
 CONFIG_NAME: Final = "config.json"
 # The largest config.json read. The configs of the largest published models are tens of KB;
@@ -48,7 +53,7 @@ def describe_model(
     batch: int = 1,
     kv_dtype: str | None = None,
     read_data: bool = False,
-    **transport: Any,
+    **transport: Unpack[Transport],
 ) -> ModelInfo:
     """What a model is, how many parameters it has as its model card counts them, and the
     memory it needs: from its headers alone (and its config.json, where there is one).
@@ -61,8 +66,8 @@ def describe_model(
     scales and zero points apart (`ModelInfo.constants`), so that a quantized model counts
     the parameters of the model it was made from.
 
-    With a config (the ``config`` given, or the ``config.json`` beside a local file, index or
-    directory), `ModelInfo.inference` estimates the memory to run the model as hf-mem does:
+    With a config (the ``config`` given, or the ``config.json`` beside the source),
+    `ModelInfo.inference` estimates the memory to run the model as hf-mem does:
     ``weights + 2 * tokens * kv_heads * head_dim * bytes(kv_dtype) * batch``, ``tokens``
     being ``context`` for each full-attention layer (see `Inference`).
 
@@ -71,8 +76,9 @@ def describe_model(
             ``hf://`` path...), or headers read already: a `Header`, a `Checkpoint`, a
             `SafetensorsFile`, or a mapping of file names to `Header`.
         config: The model's config.json, as a dict. By default the ``config.json`` beside
-            a local source is read, if there is one (a URL's or the Hub's is not: pass it
-            here); ``{}`` reads none.
+            the source is read, if there is one (beside a local file, index or directory;
+            beside a URL, an ``hf://`` file or repository, a store's path: one request);
+            ``{}`` reads none.
         context: Tokens a sequence, for the estimate (default: the config's
             ``max_position_embeddings``, as hf-mem's).
         batch: Sequences at once, for the estimate.
@@ -108,7 +114,11 @@ def describe_model(
         checkpoint = read_checkpoint(source, **transport)
         files, shards, weight_map = checkpoint.files, checkpoint.shards, checkpoint.weight_map
         if config is None:
-            config = config_beside(source, notes)
+            # Beside a local source as it was named (a directory holds its config.json);
+            # beside a remote one's first file, as its shards are named.
+            local = isinstance(source, (str, os.PathLike)) and local_path(source) is not None
+            beside = source if local or not shards else next(iter(shards.values()))
+            config = config_beside(beside, notes, **transport)
     data: dict[str, bytes] = {}
     if read_data:
         data = _quant_states(files, shards, weight_map, notes)
@@ -123,13 +133,33 @@ def describe_model(
     )
 
 
-def config_beside(source: object, notes: list[str]) -> dict[str, Any] | None:
-    """The config.json beside a local file or index, or in a local directory; None (and a
-    note that says why, in `notes`) when there is none to read or it is no JSON object."""
-    if not isinstance(source, (str, os.PathLike)) or "://" in os.fspath(source):
-        notes.append(f"the {CONFIG_NAME} of a URL or of the Hub is not read: pass config=")
+def config_beside(
+    source: object, notes: list[str], **transport: Unpack[Transport]
+) -> dict[str, Any] | None:
+    """The config.json beside a file or index (a path, a URL, an ``hf://`` path, a store's
+    path, a file opened already), or in a local directory; None (and a note that says why,
+    in `notes`) when there is none to read or it is no JSON object."""
+    if isinstance(source, (str, os.PathLike)) and "://" not in os.fspath(source):
+        raw = _local_config(os.fspath(source), notes)
+    else:
+        raw = _remote_config(source, notes, transport)
+    if raw is None:
         return None
-    path = os.fspath(source)
+    if len(raw) > _MAX_CONFIG_SIZE:
+        notes.append(f"{CONFIG_NAME} beside the weights is over {_MAX_CONFIG_SIZE:,} bytes")
+        return None
+    try:
+        document = json.loads(raw)
+    except ValueError:  # (UnicodeDecodeError too)
+        notes.append(f"{CONFIG_NAME} beside the weights is not JSON: not used")
+        return None
+    if not isinstance(document, dict):
+        notes.append(f"{CONFIG_NAME} beside the weights is not a JSON object: not used")
+        return None
+    return document
+
+
+def _local_config(path: str, notes: list[str]) -> bytes | None:
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     where = os.path.join(folder, CONFIG_NAME)
     try:
@@ -145,21 +175,24 @@ def config_beside(source: object, notes: list[str]) -> dict[str, Any] | None:
             notes.append(f"{CONFIG_NAME} beside the weights is not a regular file: not read")
             return None
         with os.fdopen(descriptor, "rb", closefd=False) as file:
-            raw = file.read(_MAX_CONFIG_SIZE + 1)
+            return file.read(_MAX_CONFIG_SIZE + 1)
     finally:
         os.close(descriptor)
-    if len(raw) > _MAX_CONFIG_SIZE:
-        notes.append(f"{CONFIG_NAME} beside the weights is over {_MAX_CONFIG_SIZE:,} bytes")
-        return None
+
+
+def _remote_config(source: object, notes: list[str], transport: Mapping[str, Any]) -> bytes | None:
+    """The config.json beside a remote file: one request (its sibling's URL, as a
+    checkpoint's shards are named); a 404 is a note, as a missing local one is."""
     try:
-        document = json.loads(raw)
-    except ValueError:  # (UnicodeDecodeError too)
-        notes.append(f"{CONFIG_NAME} beside the weights is not JSON: not used")
-        return None
-    if not isinstance(document, dict):
-        notes.append(f"{CONFIG_NAME} beside the weights is not a JSON object: not used")
-        return None
-    return document
+        return read_beside(source, CONFIG_NAME, _MAX_CONFIG_SIZE, **transport)  # type: ignore[arg-type]
+    except RemoteError as error:
+        if error.status == 404:
+            notes.append(f"no {CONFIG_NAME} beside the weights")
+        else:
+            notes.append(f"{CONFIG_NAME} beside the weights cannot be read: {error}")
+    except (OSError, TypeError, ValueError) as error:  # a source with no file beside it
+        notes.append(f"{CONFIG_NAME} beside the weights cannot be read: {error}")
+    return None
 
 
 def _quant_states(

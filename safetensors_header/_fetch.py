@@ -26,6 +26,7 @@ from ._sources.planning import allocate
 from ._sources.urls import beside
 
 __all__ = ["SafetensorsFile", "beside", "local_path", "map_file", "open_file", "opened"]
+__all__ += ["read_beside"]
 __all__ += ["read_planned", "read_ranges", "read_tensor"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -231,6 +232,18 @@ def local_path(source: object) -> str | None:
     if backend_of(source)[0] != "path":
         return None
     return os.fsdecode(source)  # type: ignore[arg-type]
+
+
+def read_beside(source: Source, name: str, /, limit: int, **transport: Unpack[Transport]) -> bytes:
+    """The whole (small) file `name` beside `source` (a model's config.json beside its
+    weights), read to at most ``limit + 1`` bytes: as `RangeFile.sibling` names it, for a
+    path, a URL, an ``hf://`` path, a store's path or a file opened already."""
+    options = Options.given("read_beside", transport)
+    if isinstance(source, SafetensorsFile):
+        file = source._range_file
+    else:
+        file = open_source(source, options.replace(timeout=None))
+    return file.sibling(name).document(limit, options.clock(TIMEOUT))
 
 
 def map_file(

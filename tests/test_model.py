@@ -704,13 +704,51 @@ def test_a_config_too_large_is_not_read(tmp_path: Path, monkeypatch: pytest.Monk
     assert any("is over 10 bytes" in note for note in describe_model(tmp_path).notes)
 
 
-def test_a_url_s_config_is_not_read() -> None:
-    notes: list[str] = []
+def _small_file() -> bytes:
+    encoded = encode_header({"lm_head.weight": ("F32", [4, 4])})
+    return encoded + bytes(parse_header(encoded).data_size)
+
+
+def test_the_config_beside_a_url_a_hub_repository_and_a_store(
+    site: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One request beside the weights, named as a checkpoint's shards are."""
+    site.files["m/model.safetensors"] = _small_file()
+    site.files["m/config.json"] = json.dumps(CONFIG).encode()
+    info = describe_model(site.url("m/model.safetensors"))
+    assert info.inference is not None
+    assert info.inference.kv_cache == KV_8K
+    assert [hit.path for hit in site.done(2)] == ["/m/model.safetensors", "/m/config.json"]
+    # The Hub (HF_ENDPOINT), a repository named without a file: its first file's config.
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_ENDPOINT", site.url("").rstrip("/"))
+    site.files["org/repo/resolve/main/model.safetensors"] = _small_file()
+    site.files["org/repo/resolve/main/config.json"] = json.dumps(CONFIG).encode()
+    hub = describe_model("hf://org/repo")
+    assert hub.inference is not None
+    assert hub.inference.kv_cache == KV_8K
+    # None there: a note, as beside a local file.
+    del site.files["m/config.json"]
+    info = describe_model(site.url("m/model.safetensors"))
+    assert info.inference is None
+    assert "no config.json beside the weights" in info.notes
+    # An object store's.
+    memory = pytest.importorskip("obstore.store").MemoryStore()
+    memory.put("a/model.safetensors", _small_file())
+    memory.put("a/config.json", json.dumps(CONFIG).encode())
+    stored = describe_model((memory, "a/model.safetensors"))
+    assert stored.inference is not None
+    assert stored.inference.kv_cache == KV_8K
+
+
+def test_nothing_beside_bytes_is_a_note() -> None:
     from safetensors_header._describe import config_beside
 
-    assert config_beside("hf://org/model", notes) is None
-    assert config_beside(("store", "path"), notes) is None
-    assert notes == ["the config.json of a URL or of the Hub is not read: pass config="] * 2
+    notes: list[str] = []
+    assert config_beside(_small_file(), notes) is None
+    assert notes[0].startswith("config.json beside the weights cannot be read"), notes
 
 
 # The command line: inspect --tree has a "model" section, --json every figure.
@@ -924,3 +962,18 @@ def test_inspect_tree_on_a_terminal_fits_and_rounds(gptq_dir: Path) -> None:
     assert "  parameters: 8.03 B (6.98 B of them quantized), constants" in text
     assert "  memory: 5.34 GiB as stored; 15.0 GiB as BF16 or F16, 7.48" in text
     assert "    model.layers.0.mlp.down_proj.qweight with g_idx," in lines
+
+
+def test_the_estimate_for_a_context_and_a_batch(gptq_dir: Path) -> None:
+    """inspect --tree --context --batch: the estimate as describe_model gives it."""
+    result = run("inspect", "--tree", "--json", "--context", "4096", "--batch", "2", str(gptq_dir))
+    assert result.returncode == 0, result.stderr
+    inference = json.loads(result.stdout)["model"]["inference"]
+    assert (inference["context"], inference["batch"]) == (4096, 2)
+    want = describe_model(gptq_dir, context=4096, batch=2).inference
+    assert want is not None
+    assert inference["kv_cache"] == want.kv_cache == KV_8K  # half the tokens, twice the batch
+    for wrong in ("0", "x", "-3"):
+        refused = run("inspect", "--tree", "--context", wrong, str(gptq_dir))
+        assert refused.returncode == 2
+        assert b"--context" in refused.stderr

@@ -215,6 +215,29 @@ def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
         ("--exact", "exact byte and parameter counts on a terminal too (86.6 MiB otherwise)"),
     ):
         inspect.add_argument(flag, action="store_true", help=text)
+    inspect.add_argument(
+        "--context",
+        type=_positive,
+        metavar="TOKENS",
+        help="--tree's memory estimate for sequences of this many tokens (the config's most)",
+    )
+    inspect.add_argument(
+        "--batch",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="--tree's memory estimate for N sequences at once (1)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
+    return value
 
 
 def _validate_arguments(validate: argparse.ArgumentParser) -> None:

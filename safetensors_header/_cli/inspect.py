@@ -176,7 +176,8 @@ def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool
     tensors = _shown_tensors(args, everything.values(), offsets_comparable=False)
     root = tree_of(tensors)
     sums = totals(tensors)
-    model = describe_read(read)  # of every tensor, whatever --filter shows
+    # Of every tensor, whatever --filter shows.
+    model = describe_read(read, context=args.context, batch=args.batch)
     if args.json:
         out.json(
             {

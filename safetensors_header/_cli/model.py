@@ -22,15 +22,18 @@ if TYPE_CHECKING:
 _SHOWN_DETAIL: Final = 200  # characters of an evidence's detail the text shows
 
 
-def describe_read(read: Read) -> ModelInfo:
-    """The model of a source as read: its headers, and the config.json beside a local one."""
+def describe_read(read: Read, *, context: int | None = None, batch: int = 1) -> ModelInfo:
+    """The model of a source as read: its headers, and the config.json beside it (a local
+    one's, or a remote one's first file's: one request)."""
     notes: list[str] = []
     config = None
     if read.source == STDIN:
         notes.append("standard input has no config.json beside it")
-    else:
+    elif "://" not in read.source or read.checkpoint is None:
         config = config_beside(read.source, notes)
-    return describe(read.headers, config=config, notes=notes)
+    else:
+        config = config_beside(next(iter(read.checkpoint.shards.values())), notes)
+    return describe(read.headers, config=config, notes=notes, context=context, batch=batch)
 
 
 def model_document(info: ModelInfo) -> object:
