@@ -29,6 +29,7 @@ from types import MappingProxyType
 
 from ._checkpoint import files_of
 from ._record import frozen_record, set_fields
+from ._sources.options import Options
 
 __all__ = ["BLAKE3", "TensorHashes", "hash_tensors", "tensor_fingerprint", "verify_tensors"]
 
@@ -37,8 +38,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any, Final, Protocol
 
+    from typing_extensions import Unpack
+
     from ._fetch import SafetensorsFile
     from ._header import TensorInfo
+    from ._sources.transport import Transport
 
     class Hasher(Protocol):
         """What hashlib's objects and blake3's have in common."""
@@ -205,9 +209,8 @@ def hash_tensors(
     *,
     algorithm: str = "sha256",
     files: bool = False,
-    max_workers: int | None = None,
-    timeout: float | None = None,
     progress: Callable[[int, int], object] | None = None,
+    **transport: Unpack[Transport],
 ) -> TensorHashes:
     """The digest of every tensor's bytes of a file or a checkpoint, one over them all, the
     model's fingerprint, and (with `files`) each file's digest, in one pass over the bytes.
@@ -223,12 +226,13 @@ def hash_tensors(
             sha256, what ``sha256sum`` prints and the Hub publishes. The bytes are read
             once; each is hashed twice (each file's pieces in order on one core, the
             tensors' on another).
-        max_workers: Threads at once (default: the cores, at least 2): each reads a piece
-            into a buffer of its own and hashes it.
-        timeout: Seconds the whole call may take (``None``: no bound).
         progress: Called as ``progress(bytes read, bytes in all)`` as the work goes on
             (from the worker threads, one call at a time: keep it quick), for a progress
             bar of the caller's.
+        **transport: How the source is reached (`Transport`); ``max_workers`` threads at
+            once (default: the cores, at least 2), each reading a piece into a buffer of
+            its own and hashing it; ``timeout`` seconds the whole call may take (default
+            ``None``: no bound).
 
     Returns:
         `TensorHashes`; ``.manifest()`` is its JSON form.
@@ -240,13 +244,15 @@ def hash_tensors(
             while it was read: ``FileChanged``).
         TimeoutError: `timeout` was up.
     """
+    Options.given("hash_tensors", transport)  # (checked: a misspelt keyword is a TypeError)
+    max_workers, timeout = transport.get("max_workers"), transport.get("timeout")
     cores = os.cpu_count() or 1
     workers = max_workers or max(2, cores)
     # blake3's own threads take the cores the workers leave: with a worker a core, one each
     # (on 2 cores, 1 MiB pieces: 2 workers of 1 thread took 0.29-0.32 s for 1.6 GB, of
     # blake3's AUTO threads 0.37-0.47 s); with one worker, every core.
     new = _hasher(algorithm, max(1, cores // workers))
-    named = files_of(source)
+    named = files_of(source, **transport)
     infos = [(file, info) for _, file in named for info in file.header.tensors.values()]
     deadline = _Deadline(timeout)
     tick = None if progress is None else _Progress(progress, _total(named, infos, files=files))
@@ -292,15 +298,21 @@ def hash_tensors(
 
 
 def verify_tensors(
-    source: Any, expected: TensorHashes | Mapping[str, Any], /, **options: Any
+    source: Any,
+    expected: TensorHashes | Mapping[str, Any],
+    /,
+    *,
+    progress: Callable[[int, int], object] | None = None,
+    **transport: Unpack[Transport],
 ) -> dict[str, str]:
     """Hash `source`'s tensors and compare them with `expected` (`TensorHashes`, or a
     manifest document): tensor name -> ``"changed"``, ``"missing"`` or ``"added"``, empty
-    when every tensor matches (`TensorHashes.differences`). `options` are `hash_tensors'`
-    (the algorithm is the manifest's)."""
+    when every tensor matches (`TensorHashes.differences`). `progress` and the transport
+    keywords are `hash_tensors'` (the algorithm is the manifest's)."""
+    Options.given("verify_tensors", transport)  # (a misspelt keyword named as this function's)
     if not isinstance(expected, TensorHashes):
         expected = TensorHashes.from_manifest(expected)
-    found = hash_tensors(source, algorithm=expected.algorithm, **options)
+    found = hash_tensors(source, algorithm=expected.algorithm, progress=progress, **transport)
     return expected.differences(found)
 
 

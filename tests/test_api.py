@@ -436,6 +436,8 @@ def _readers() -> dict[str, object]:
         "open_tensors": st_numpy.open_tensors,
         "load_rank": st_numpy.load_rank,
         "plan_reads": safetensors_header.plan_reads,
+        "hash_tensors": safetensors_header.hash_tensors,
+        "verify_tensors": safetensors_header.verify_tensors,
     }
     try:
         from safetensors_header import awkward as st_awkward
@@ -468,6 +470,8 @@ def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path
         "open_tensors": lambda f, **kw: f(path, **kw),
         "load_rank": lambda f, **kw: f(path, 0, 2, **kw),
         "plan_reads": lambda f, **kw: f(path, **kw),
+        "hash_tensors": lambda f, **kw: f(path, **kw),
+        "verify_tensors": lambda f, **kw: f(path, safetensors_header.hash_tensors(path), **kw),
         "from_safetensors": None,  # an awkward file is needed: its names are checked below
     }
     for name, function in _readers().items():
