@@ -225,8 +225,9 @@ def load(
                 raise ValueError(f"into names tensors that names leaves out: {left_out}")
     path = local_path(source) if into is None and mmap is not False else None
     if path is not None:
-        if header is not None:  # the file it was read from, or FileChanged (a first read
-            open_file(path, header=header).read_ranges([(0, 8)])  # checks it)
+        if header is not None:
+            # The file the header was read from, or FileChanged: open_file checks at a read.
+            open_file(path, header=header).read_ranges([(0, 8)])
         mapped = _mapped(path)
         if mapped is not None:
             return _moved(_from_map(mapped, names, max_header_size), target)
