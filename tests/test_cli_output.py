@@ -562,3 +562,75 @@ def test_text_that_slipped_past_the_escaping_is_escaped_on_the_way_out(encoding:
     written = raw.getvalue().decode(encoding)
     assert written.endswith(" ok\n")
     assert "\\udcff" in written
+
+
+# --- names cut by their parts (the helpers, in this process) ---------------------------------
+
+
+def test_a_dotted_name_loses_whole_parts_first() -> None:
+    from safetensors_header._cli.output import _dotted_cuts
+
+    name = "model.layers.0.self_attn.o_proj.weight"
+    assert list(_dotted_cuts(name, 38, "…")) == []  # it fits: nothing to cut
+    assert list(_dotted_cuts(name, 33, "…")) == ["…layers.0.self_attn.o_proj.weight"]
+    assert list(_dotted_cuts(name, 30, "…")) == [
+        "…layers.0.…o_proj.weight",  # the run in the middle left out (after a number, a dot)
+        "…layers.0.self_a…o_proj.weight",  # or cut short
+        "…layers.0.…o_proj.weight",  # the fewest parts, the module's own name whole
+    ]
+    # Too narrow for the fewest parts and 4 characters of the module's own name: nothing.
+    assert list(_dotted_cuts(name, 20, "…")) == []
+    assert list(_dotted_cuts("lm_head.weight", 5, "…")) == []  # two parts: nothing to leave out
+    deep = ".".join(["part"] * 17) + ".weight"
+    assert list(_dotted_cuts(deep, 20, "…")) == []  # too many parts: cut as any text is
+
+
+def test_a_cut_name_reads_as_its_own_only() -> None:
+    from safetensors_header._cli.output import _fits, distinct_cuts
+
+    assert _fits(["", "layer.0.", "dense.weight"], "x.layer.0.intermediate.dense.weight")
+    assert not _fits(["", "layer.1.", "query.weight"], "e.layer.10.attention.self.query.weight")
+    assert not _fits(["a", "b"], "ab"[:1])  # shorter than its ends
+    assert _fits(["whole"], "whole")
+    assert not _fits(["whole"], "whole.weight")
+    names = [
+        "encoder.layer.0.attention.output.dense.weight",
+        "encoder.layer.0.intermediate.dense.weight",
+        "encoder.layer.0.output.dense.weight",
+    ]
+    shown = distinct_cuts(names, 30, "…")
+    # "…layer.0.…dense.weight" would be all three's, "…layer.0.…output.dense.weight" two's:
+    # each keeps what is its own.
+    assert shown == [
+        "…layer.0.a…output.dense.weight",
+        "…layer.0.intermed…dense.weight",
+        "…layer.0.output.dense.weight",
+    ]
+
+
+def test_names_in_the_order_people_count() -> None:
+    from safetensors_header._cli.output import natural_key
+
+    names = ["layers.10.w", "layers.2.w", "layers.1.w", "embed", "layers.02.w", "x" + "9" * 5000]
+    assert sorted(names, key=natural_key) == [
+        "embed",
+        "layers.1.w",
+        "layers.2.w",
+        "layers.02.w",
+        "layers.10.w",
+        "x" + "9" * 5000,  # a number longer than int() takes, still in its place
+    ]
+
+
+def test_files_numbered_with_a_legend() -> None:
+    from safetensors_header._cli.output import shard_numbers
+
+    names = [f"model-{n:05d}-of-00005.safetensors" for n in range(1, 6)]
+    numbers, legend = shard_numbers(names)
+    assert numbers == {name: str(n) for n, name in enumerate(names, start=1)}
+    assert legend == [f"files 1-5: {names[0]} to {names[-1]}"]
+    # Not transformers' names in order: a line a file.
+    odd = [*names[:3], "extra.safetensors"]
+    assert shard_numbers(odd)[1] == [f"file {n}: {name}" for n, name in enumerate(odd, start=1)]
+    swapped = [names[1], names[0], *names[2:]]
+    assert len(shard_numbers(swapped)[1]) == 5

@@ -448,8 +448,6 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
     that what tells the cell from the others stays in."""
     shown = list(cells)
     long = [number for number, cell in enumerate(cells) if len(cell) > width]
-    if not long:
-        return shown
     kin: dict[tuple[str, ...], list[str]] = {}  # cells by their numbers and last part
     for cell in dict.fromkeys(cells):
         kin.setdefault(_kin(cell), []).append(cell)
@@ -496,10 +494,30 @@ def _kin(cell: str) -> tuple[str, ...]:
 def _alone(cut: str, cell: str, kin: dict[tuple[str, ...], list[str]], ellipsis: str) -> bool:
     """Whether `cut` (each ellipsis any run of characters) matches no cell but `cell` among
     those of its kin."""
-    pattern = re.compile(".*".join(map(re.escape, cut.lstrip(" ").split(ellipsis))), re.DOTALL)
-    return not any(
-        other != cell and pattern.fullmatch(other.lstrip(" ")) for other in kin[_kin(cell)]
-    )
+    others = kin[_kin(cell)]
+    if len(others) == 1:
+        return True
+    pieces = cut.lstrip(" ").split(ellipsis)
+    return not any(other != cell and _fits(pieces, other.lstrip(" ")) for other in others)
+
+
+def _fits(pieces: list[str], text: str) -> bool:
+    """Whether `text` is `pieces` with any run of characters between each two: the first
+    at its start, the last at its end, the others in order (the leftmost place of each is
+    as good as any)."""
+    first, last = pieces[0], pieces[-1]
+    if len(pieces) == 1:
+        return text == first
+    end = len(text) - len(last)
+    if end < len(first) or not (text.startswith(first) and text.endswith(last)):
+        return False
+    at = len(first)
+    for piece in pieces[1:-1]:
+        found = text.find(piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
 
 
 def _cut(cell: str, width: int, ellipsis: str) -> str:
