@@ -138,18 +138,7 @@ def test_no_example_reads_the_repository_s_test_files() -> None:
         assert "tests/data" not in block, (page, number)
 
 
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(
-            page.stem,
-            marks=[pytest.mark.xfail(reason="being rewritten by the lead")]
-            if page.stem == "remote"
-            else [],
-        )
-        for page in PAGES
-    ],
-)
+@pytest.mark.parametrize("page", [page.stem for page in PAGES])
 def test_no_example_hard_codes_the_hub(page: str) -> None:
     # The Hub is where HF_ENDPOINT says (a mirror, a test server): an example names its
     # files hf://..., or reads HF_ENDPOINT.
@@ -159,22 +148,7 @@ def test_no_example_hard_codes_the_hub(page: str) -> None:
             assert "huggingface.co" not in code or "HF_ENDPOINT" in code, (page, number)
 
 
-# The pages the lead is rewriting, and what of this they do not follow yet.
-LEAD_PAGES = {
-    "architecture": "code lines over 88 characters",
-    "remote": "code lines over 88 characters",
-    "checkpoints": "its first heading repeats the title",
-}
-
-
-def _marked(page: Path, flaw: str) -> Any:
-    """`page` as a parameter, expected to fail where the lead's page still has `flaw`."""
-    reason = LEAD_PAGES.get(page.stem)
-    marks = [pytest.mark.xfail(reason=f"being rewritten: {reason}")] if reason == flaw else []
-    return pytest.param(page, id=page.stem, marks=marks)
-
-
-@pytest.mark.parametrize("page", [_marked(page, "code lines over 88 characters") for page in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
 def test_code_lines_fit_the_page(page: Path) -> None:
     # 88 characters fit a code block of the site beside its navigation on a 1,280-pixel
     # screen (docs/stylesheets/extra.css); a longer line scrolls sideways.
@@ -188,9 +162,7 @@ def test_code_lines_fit_the_page(page: Path) -> None:
     assert not long
 
 
-@pytest.mark.parametrize(
-    "page", [_marked(page, "its first heading repeats the title") for page in PAGES]
-)
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
 def test_no_page_repeats_its_title_as_a_heading(page: Path) -> None:
     # The page's contents list its sections; one that is the title again says nothing.
     text = page.read_text()
