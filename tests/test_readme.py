@@ -36,10 +36,6 @@ READS = re.compile(r"^# Reads (\S+), which the first example of this page makes\
 NEEDS_LINE = re.compile(r"^# Needs (.+)$", re.MULTILINE)
 # The Hub's files and repositories the examples name: hf://org/repo[@revision][/file].
 HUB_PATHS = re.compile(r"hf://([\w.-]+)/([\w.-]+)(?:@([\w.-]+))?(?:/([\w./-]+))?")
-# Pages the lead is rewriting, whose examples still read what a test machine has not (an S3
-# bucket, a local checkpoint, a hard-coded Hub URL) without a "# Needs" line.
-REWRITTEN = {"remote", "checkpoints"}
-OLD_NEEDS = ('"https://', "Llama-3-8B/", '"s3://', '"http://')
 
 
 def test_the_readme_and_the_site_have_examples() -> None:
@@ -51,8 +47,6 @@ def runnable() -> list[object]:
     cases = []
     for page, number, block in EXAMPLES:
         reason = next((f"needs {m[1]}" for m in NEEDS_LINE.finditer(block)), None)
-        if reason is None and page in REWRITTEN:
-            reason = next((f"needs {word}" for word in OLD_NEEDS if word in block), None)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
         name = "block" if page == "README" else page
         cases.append(pytest.param(page, block, id=f"{name}-{number}", marks=marks))
