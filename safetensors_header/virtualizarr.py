@@ -42,7 +42,7 @@ try:
 except ModuleNotFoundError as error:
     raise missing(error, "virtualizarr", "safetensors_header.virtualizarr") from None
 
-from ._checkpoint import Checkpoint, read_checkpoint
+from ._checkpoint import Checkpoint, is_checkpoint, read_checkpoint
 from ._fetch import beside
 from ._format import DTYPES, MAX_HEADER_SIZE
 from ._geometry import chunk_grid
@@ -137,7 +137,7 @@ class SafetensorsParser:
         """
         url = hub_url(url)
         source: Header | Checkpoint
-        if _is_index(url):
+        if is_checkpoint(url):
             source = read_checkpoint_from_store(
                 url,
                 registry,
@@ -204,10 +204,6 @@ def _read_header(store: Any, path: str, max_header_size: int) -> Header:
     header, which brings the size with it (a store of ``head`` and ``get_range`` only: a
     HEAD, then one or two ranges)."""
     return read_header((store, path), max_header_size=max_header_size)
-
-
-def _is_index(url: str) -> bool:
-    return url.partition("?")[0].endswith(".json")
 
 
 def _next_to(url: str, name: str) -> str:
