@@ -59,6 +59,10 @@ REPORTED = [
 
 # The suite on every core, an idle worker taking queued tests from a busy one (pytest-xdist).
 EVERY_CORE = ["-n", "auto", "--dist", "worksteal"]
+# The tests marked slow (stress runs, large files, many processes: about two minutes of a
+# session on 2 cores) run on the main Python and the oldest and newest ones; the sessions that
+# change only the libraries, or a Python between, leave them out.
+QUICK = ["-m", "not slow"]
 
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
 nox.options.sessions = ["tests", "oldest", "newest", "lint", "docs", "torch", "jax"]
@@ -150,7 +154,8 @@ def tests(session: nox.Session) -> None:
     else:
         session.install("-e", ".[test]")
         _report_versions(session)
-        session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
+        between = [] if session.python in (PYTHONS[0], PYTHONS[-1]) else QUICK
+        session.run("python", "-m", "pytest", *EVERY_CORE, *between, *session.posargs)
 
 
 @nox.session(python=OLDEST_PYTHON)
@@ -158,7 +163,7 @@ def oldest(session: nox.Session) -> None:
     """The lowest version of every library that the extras allow, all together."""
     session.install("-e", ".[test]", *_lower_bounds())
     _report_versions(session)
-    session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
+    session.run("python", "-m", "pytest", *EVERY_CORE, *QUICK, *session.posargs)
 
 
 @nox.session(python=NEWEST_PYTHON)
@@ -166,7 +171,7 @@ def newest(session: nox.Session) -> None:
     """The newest release of everything, on the newest Python."""
     session.install("--upgrade", "-e", ".[test]")
     _report_versions(session)
-    session.run("python", "-m", "pytest", *EVERY_CORE, *session.posargs)
+    session.run("python", "-m", "pytest", *EVERY_CORE, *QUICK, *session.posargs)
 
 
 @nox.session(python=MAIN)
