@@ -26,14 +26,14 @@ from ._encode import (
 )
 from ._errors import HeaderError
 from ._format import HEADER_LENGTH_SIZE
-from ._sources import read_header
+from ._sources import backend_of, read_header
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, StrPath
 
     from ._header import Header
 
-__all__ = ["file_bytes", "update_metadata", "write_file"]
+__all__ = ["file_bytes", "update_metadata", "write_file", "write_pieces"]
 
 
 def write_file(
@@ -87,12 +87,74 @@ def write_file(
     """
     with contextlib.ExitStack() as views:
         encoded, header, buffers = _laid_out(tensors, metadata, views)
-        target = os.path.realpath(path)
-        with _replace.replacing(target, like=_replace.status_of(target)) as file:
-            _replace.write_all(file, encoded)
-            for view in buffers:
-                _replace.write_all(file, view)
+        write_pieces(path, [encoded, *buffers])
     return header
+
+
+def write_pieces(
+    destination: Any,
+    pieces: Sequence[bytes | memoryview],
+    /,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a file's bytes, piece by piece in order, wherever it goes: the one sink of the
+    writers (`write_file`, awkward's `to_safetensors`).
+
+    A local path is replaced whole, as `write_file` replaces it (a temporary file renamed
+    over it: never a mix); an fsspec URL (``storage_options`` to ``url_to_fs``) and an
+    fsspec filesystem's ``(filesystem, path)`` are written through the filesystem; an
+    obstore store's ``(store, path)`` is put whole; a binary file object is written to.
+
+    Raises:
+        ValueError: An http(s) URL or an ``hf://`` path: HTTP has no standard way to write.
+        TypeError: A destination of no kind above.
+    """
+    try:
+        kind = backend_of(destination)[0]
+    except TypeError:
+        kind = "stream"  # a writer with write() but no read(): said below if not
+    if kind in ("http", "hub"):
+        raise ValueError(
+            f"cannot write to {os.fspath(destination)[:80]!r}: HTTP has no standard way to "
+            "write a file; write to a path, an fsspec URL or an object store"
+        )
+    if kind == "path":
+        target = os.path.realpath(destination)
+        with _replace.replacing(target, like=_replace.status_of(target)) as file:
+            for piece in pieces:
+                _replace.write_all(file, piece)
+        return
+    if kind == "fsspec":
+        try:
+            import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
+        except ModuleNotFoundError as error:
+            from ._extras import missing
+
+            raise missing(error, "fsspec", "writing to an fsspec URL") from None
+        destination = fsspec.core.url_to_fs(destination, **(storage_options or {}))
+        kind = "filesystem"
+    if kind == "store":
+        destination[0].put(destination[1], list(pieces))  # obstore takes the pieces as they are
+        return
+    if kind == "filesystem":
+        filesystem, path = destination
+        with filesystem.open(path, "wb") as file:
+            for piece in pieces:
+                _replace.write_all(file, piece)
+        return
+    if isinstance(destination, tuple) and len(destination) == 2:
+        raise TypeError(
+            "a (store, path) destination needs an obstore store or an fsspec filesystem, "
+            f"not {type(destination[0]).__name__}"
+        )
+    if not hasattr(destination, "write"):
+        raise TypeError(
+            "destination must be a path, an fsspec URL, a (store, path) pair or a binary file "
+            f"object, not {type(destination).__name__}"
+        )
+    for piece in pieces:
+        _replace.write_all(destination, piece)
 
 
 def file_bytes(

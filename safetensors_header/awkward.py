@@ -43,7 +43,6 @@ Importing this module imports both.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ._extras import missing
@@ -54,7 +53,6 @@ try:
 except ModuleNotFoundError as error:
     raise missing(error, "awkward", "safetensors_header.awkward") from None
 
-from . import _replace
 from ._awkward_forms import (
     BUFFER_KEY,
     BYTEORDER,
@@ -74,9 +72,9 @@ from ._errors import HeaderError
 from ._fetch import opened
 from ._format import MAX_HEADER_SIZE
 from ._parser import parse_header
-from ._sources import Source, backend_of
+from ._sources import Source
 from ._sources.options import Options
-from ._writer import write_file
+from ._writer import write_pieces
 
 __all__ = ["DEFAULT_BUFFER_KEY", "AwkwardFileError", "from_safetensors", "to_safetensors"]
 
@@ -378,48 +376,8 @@ def _write(
     metadata: Mapping[str, str],
     storage_options: Mapping[str, Any] | None,
 ) -> Header:
-    try:
-        kind = backend_of(destination)[0]
-    except TypeError:
-        kind = "stream"  # a writer with write() but no read(): said below if not
-    if kind in ("http", "hub"):
-        raise ValueError(
-            f"cannot write to {os.fspath(destination)[:80]!r}: HTTP has no standard way to "  # type: ignore[arg-type]
-            "write a file; write to a path, an fsspec URL or an object store"
-        )
-    if kind == "path":
-        views = {name: (dtype, shape, data.data) for name, (dtype, shape, data) in tensors.items()}
-        return write_file(destination, views, metadata=metadata)  # type: ignore[arg-type]
-    if kind == "fsspec":
-        try:
-            import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
-        except ModuleNotFoundError as error:
-            raise missing(error, "fsspec", "writing to an fsspec URL") from None
-
-        filesystem, path = fsspec.core.url_to_fs(destination, **(storage_options or {}))
-        destination = (filesystem, path)
     header, pieces = _pieces(tensors, metadata)
-    if isinstance(destination, tuple):
-        if kind not in {"store", "filesystem", "fsspec"}:
-            raise TypeError(
-                "a (store, path) destination needs an obstore store or an fsspec filesystem, "
-                f"not {type(destination[0]).__name__}"
-            )
-        store, path = destination
-        if not hasattr(store, "cat_file"):  # an obstore store: it takes the pieces as they are
-            store.put(path, pieces)
-            return header
-        with store.open(path, "wb") as file:  # an fsspec filesystem
-            for piece in pieces:
-                _replace.write_all(file, piece)
-        return header
-    if not hasattr(destination, "write"):
-        raise TypeError(
-            "destination must be a path, an fsspec URL, a (store, path) pair or a binary file "
-            f"object, not {type(destination).__name__}"
-        )
-    for piece in pieces:
-        _replace.write_all(destination, piece)  # type: ignore[arg-type]
+    write_pieces(destination, pieces, storage_options=storage_options)  # the writer's sink
     return header
 
 
