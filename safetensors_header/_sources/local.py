@@ -21,12 +21,12 @@ from .._parser import parse_file_start, parse_header
 from .base import RangeFile, ShortRead, header_of, identified
 from .options import LOCAL_GAP
 from .planning import cut
-from .streams import StreamFile, read_at_most
+from .streams import StreamFile, read_at_most, stat_validators
 from .threads import run_parallel
 from .urls import beside
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "PathFile", "directory_entry", "header_at"]
-__all__ += ["mode_kind", "no_entry", "read_path", "stat_validators"]
+__all__ += ["mode_kind", "no_entry", "read_path"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from typing import Any, Final, NoReturn
 
     from .._header import Header
-    from .base import Validators
     from .options import Clock, Options
     from .planning import Read
 
@@ -101,14 +100,9 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
                 if len(whole) == parsed:
                     header = parse_header(whole, file_size=size, max_header_size=limit)
             if header is not None:
-                # (Written out: the common case's cost is a small header's read, ~35 us.)
-                validators = (
-                    ("device", status.st_dev),
-                    ("inode", status.st_ino),
-                    ("mtime_ns", status.st_mtime_ns),
-                )
                 location = path if type(path) is str else os.fsdecode(path)
-                _set(header, "identity", make_identity(location, size, validators, None))
+                identity = make_identity(location, size, stat_validators(status), None)
+                _set(header, "identity", identity)
                 return header
     finally:
         if descriptor >= 0:
@@ -419,11 +413,6 @@ def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundEr
             f"{SINGLE_NAMES[0]} or {INDEX_NAMES[0]}"
         )
     return FileNotFoundError(errno.ENOENT, problem, os.fspath(folder))
-
-
-def stat_validators(status: os.stat_result) -> Validators:
-    """What an ``os.stat`` says changes when a local file does (its size is apart)."""
-    return (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
 
 
 def _read_at(descriptor: int, read: Read) -> None:

@@ -15,7 +15,7 @@ import os
 from .base import RangeFile, ShortRead
 from .options import LOCAL_GAP
 
-__all__ = ["BufferFile", "StreamFile", "read_at_most"]
+__all__ = ["BufferFile", "StreamFile", "read_at_most", "stat_validators"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -248,6 +248,11 @@ def _descriptor_validators(stream: object) -> Validators:
         return ()
     if not stat.S_ISREG(status.st_mode):
         return ()
+    return stat_validators(status)
+
+
+def stat_validators(status: os.stat_result) -> Validators:
+    """What an ``os.stat`` says changes when a local file does (its size is apart)."""
     return (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
 
 
