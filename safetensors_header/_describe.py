@@ -17,7 +17,7 @@ from ._fetch import SafetensorsFile, local_path, read_beside
 from ._header import Header
 from ._model import ModelInfo, describe
 
-__all__ = ["config_beside", "describe_model"]
+__all__ = ["config_beside", "config_of", "describe_model"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -114,11 +114,7 @@ def describe_model(
         checkpoint = read_checkpoint(source, **transport)
         files, shards, weight_map = checkpoint.files, checkpoint.shards, checkpoint.weight_map
         if config is None:
-            # Beside a local source as it was named (a directory holds its config.json);
-            # beside a remote one's first file, as its shards are named.
-            local = isinstance(source, (str, os.PathLike)) and local_path(source) is not None
-            beside = source if local or not shards else next(iter(shards.values()))
-            config = config_beside(beside, notes, **transport)
+            config = config_of(source, shards, notes, **transport)
     data: dict[str, bytes] = {}
     if read_data:
         data = _quant_states(files, shards, weight_map, notes)
@@ -131,6 +127,20 @@ def describe_model(
         data=data,
         notes=notes,
     )
+
+
+def config_of(
+    source: object,
+    shards: Mapping[str, SafetensorsFile],
+    notes: list[str],
+    **transport: Unpack[Transport],
+) -> dict[str, Any] | None:
+    """The config.json of a model read from `source` (its files opened as `shards`): beside
+    a local source as it was named (a directory holds its config.json), else beside its
+    first file, as its shards are named; see `config_beside`."""
+    local = isinstance(source, (str, os.PathLike)) and local_path(source) is not None
+    beside = source if local or not shards else next(iter(shards.values()))
+    return config_beside(beside, notes, **transport)
 
 
 def config_beside(

@@ -6,7 +6,7 @@ Layer: adapters (the command line).
 
 from __future__ import annotations
 
-from .._describe import config_beside
+from .._describe import config_of
 from .._model import ModelInfo, describe
 from .._record import field_names
 from .output import STDIN, Output, cut, human_bytes, human_count
@@ -29,10 +29,9 @@ def describe_read(read: Read, *, context: int | None = None, batch: int = 1) -> 
     config = None
     if read.source == STDIN:
         notes.append("standard input has no config.json beside it")
-    elif "://" not in read.source or read.checkpoint is None:
-        config = config_beside(read.source, notes)
     else:
-        config = config_beside(next(iter(read.checkpoint.shards.values())), notes)
+        shards = read.checkpoint.shards if read.checkpoint is not None else {}
+        config = config_of(read.source, shards, notes)
     return describe(read.headers, config=config, notes=notes, context=context, batch=batch)
 
 
