@@ -23,7 +23,7 @@ import os
 
 from .._format import MAX_HEADER_SIZE
 from .._parser import parse_header
-from .base import RangeFile, header_of, identified
+from .base import RangeFile, header_of, read_from
 from .options import Options
 from .urls import is_url, url_scheme
 
@@ -308,16 +308,11 @@ def read_header(
 def _read_buffer(source: Any, limit: int) -> Header:
     """The header of a bytes-like object holding the whole file, its identity its size and
     the CRC-32 of its header's bytes."""
-    import zlib
-
-    from .._header import FileIdentity
-
     with memoryview(source) as view:
         header = parse_header(view, file_size=view.nbytes, max_header_size=limit)
         flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
-        digest = zlib.crc32(flat[: header.data_start])
-    shown = f"a {type(source).__name__} object"
-    return identified(header, FileIdentity(shown, header.file_size, (), digest))
+        shown = f"a {type(source).__name__} object"
+        return read_from(header, flat, shown, header.file_size, ())
 
 
 def _read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> Header:

@@ -29,6 +29,7 @@ from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
 
 __all__ = ["RangeFile", "Restart", "ShortRead", "changed", "header_of", "identified"]
+__all__ += ["read_from"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -358,11 +359,22 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     finally:
         file.release()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
+    return read_from(header, data, file.shown, file.size, file.validators or ())
+
+
+def read_from(
+    header: Header,
+    data: bytes | memoryview,
+    location: str,
+    size: int | None,
+    validators: Validators,
+) -> Header:
+    """`header`, just parsed from `data` (its file's first bytes), with the identity of the
+    file it was read from, its header's bytes' CRC-32 included (`RangeFile.confirm`)."""
     import zlib
 
     digest = zlib.crc32(memoryview(data)[: header.data_start])
-    identity = FileIdentity(file.shown, file.size, file.validators or (), digest)
-    return identified(header, identity)
+    return identified(header, FileIdentity(location, size, validators, digest))
 
 
 def identified(header: Header, identity: FileIdentity) -> Header:
