@@ -6,6 +6,7 @@ that they assert the cost of a read, not only its result.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import http.server
@@ -51,8 +52,9 @@ class Site:
     # "no-content-range" (a 206 without one), "bad-length" (Content-Length one byte short).
     mode: str = "range"
     # Faults for the next requests, one per request: an HTTP status, "close" (half the body,
-    # of a 206 or a 200, then the connection is closed) or "stall" (no answer for a second).
-    failures: list[int | str] = field(default_factory=list)
+    # of a 206 or a 200, then the connection is closed), "stall" (no answer for a second), or
+    # a status with headers ((429, {"Retry-After": "1"}): a rate limit).
+    failures: list[int | str | tuple[int, dict[str, str]]] = field(default_factory=list)
     send_length: bool = True  # Content-Length on a 200
     send_etag: bool = True
     send_last_modified: bool = False  # a Last-Modified date that changes with the contents
@@ -74,6 +76,17 @@ class Site:
     in_flight: int = 0
     most_in_flight: int = 0
     gathered: threading.Condition = field(default_factory=threading.Condition)
+    # The Hub's large files: a resolve path answered 302 to `cdn` (another origin), at a
+    # signed URL of the file's sha256, with X-Linked-Size, X-Linked-Etag and X-Xet-Hash.
+    linked: dict[str, bytes] = field(default_factory=dict)
+    cdn: Site | None = None
+    # As a CDN: every request must carry a signature that `linked` made, unexpired (else
+    # 403): one lasts `life` seconds, and its expiry is in the query (Expires=, as
+    # CloudFront's) unless `expiry_in_query` is False (the CDN alone knows it).
+    signing: bool = False
+    life: float = 3600.0
+    expiry_in_query: bool = True
+    signatures: dict[str, float] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
     finished: int = 0  # handlers done (their `sent` and `status` are final)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -165,6 +178,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._status(hit, 503)
         if isinstance(fault, int):
             return self._status(hit, fault)
+        if isinstance(fault, tuple):
+            return self._status(hit, *fault)
+        if site.signing and not self._signed(site):
+            return self._status(hit, 403, {"X-Error-Code": "AccessDenied"})
         if path.startswith("status/"):
             return self._status(hit, int(path.split("/")[1]))
         if path.startswith("away/"):  # to another host name (same server): another origin
@@ -174,6 +191,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path in site.hub_errors:
             status, code = site.hub_errors[path]
             return self._status(hit, status, {"X-Error-Code": code})
+        if path in site.linked and site.cdn is not None:
+            return self._to_cdn(hit, site.linked[path], site.cdn)
         if path in site.endless:
             return self._endless(hit, site.endless[path])
         data = site.files.get(path)
@@ -276,12 +295,43 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _redirect(self, hit: Hit, location: str) -> None:
+    def _redirect(self, hit: Hit, location: str, headers: dict[str, str] | None = None) -> None:
         hit.status = 302
         self.send_response(302)
         self.send_header("Location", location)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def _to_cdn(self, hit: Hit, data: bytes, cdn: Site) -> None:
+        """The Hub's answer for a large file: 302 to the CDN, signed, the file named."""
+        digest = hashlib.sha256(data).hexdigest()
+        blob = f"blobs/{digest}"
+        token = os.urandom(8).hex()
+        expires = time.time() + cdn.life
+        with cdn.lock:
+            cdn.files[blob] = data
+            cdn.signatures[token] = expires
+        query = f"Expires={expires:.3f}&" if cdn.expiry_in_query else ""
+        query += f"Signature={token}&Key-Pair-Id=K"
+        etag = f'"{digest}"'
+        self._redirect(
+            hit,
+            cdn.url(f"{blob}?{query}"),
+            {
+                "X-Linked-Size": str(len(data)),
+                "X-Linked-Etag": etag,
+                "X-Xet-Hash": hashlib.sha256(b"xet" + data).hexdigest(),
+                "ETag": etag,
+            },
+        )
+
+    def _signed(self, site: Site) -> bool:
+        """Whether the request carries a signature the CDN made, unexpired."""
+        match = re.search(r"[?&]Signature=([0-9a-f]+)", self.path)
+        expires = site.signatures.get(match[1]) if match else None
+        return expires is not None and time.time() < expires
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -293,12 +343,9 @@ class Server(http.server.ThreadingHTTPServer):
         pass  # a client that hangs up mid-body is part of the tests
 
 
-@pytest.fixture
-def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)  # loopback only, never through a proxy
-    delays: list[float] = []
-    monkeypatch.setattr(remote, "sleep", delays.append)  # retries without waiting
+@contextlib.contextmanager
+def _serving(delays: list[float]) -> Iterator[Site]:
+    """A `Site` served on 127.0.0.1 until the block ends."""
     server = Server(("127.0.0.1", 0), Handler)
     server.site = Site(port=server.server_address[1])
     server.site.delays = delays  # type: ignore[attr-defined]
@@ -310,6 +357,33 @@ def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)  # loopback only, never through a proxy
+    delays: list[float] = []
+    monkeypatch.setattr(remote, "sleep", delays.append)  # retries without waiting
+    with _serving(delays) as served:
+        yield served
+
+
+@pytest.fixture
+def loopback_hub(site: Site, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Site]:
+    """The Hugging Face Hub as it serves files: `site` answers the resolve URLs (HF_ENDPOINT),
+    the large files (`Site.linked`) with a 302 to its `cdn` (another port: another origin),
+    which serves them at signed URLs only. No token of this machine, no offline mode."""
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_IMPLICIT_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved login
+    monkeypatch.setenv("HF_ENDPOINT", site.url("").rstrip("/"))
+    with _serving(site.delays) as cdn:  # type: ignore[attr-defined]
+        cdn.signing = True
+        site.cdn = cdn
+        yield site
 
 
 # --- a scripted raw-socket server ----------------------------------------------------------

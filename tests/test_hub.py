@@ -51,7 +51,8 @@ def test_other_urls_are_returned_as_they_are(url: str) -> None:
     ["hf://", "hf://org", "hf://org/repo", "hf://org/repo/", "hf://datasets/org/x", "hf:///r/f"],
 )
 def test_an_hf_path_without_a_file_is_refused(path: str) -> None:
-    with pytest.raises(ValueError, match=r"expected hf://\[datasets/\|spaces/\]<org>/<repo>"):
+    kinds = r"\[models/\|datasets/\|spaces/\|kernels/\|buckets/\]"
+    with pytest.raises(ValueError, match=rf"expected hf://{kinds}<org>/<repo>"):
         hub_url(path)
 
 

@@ -63,12 +63,20 @@ if TYPE_CHECKING:
             self, size: int | None, validators: Validators | None, *, ranged: bool
         ) -> None: ...
         def redirected(self, url: str | None) -> None: ...
+        def target(self) -> tuple[str, bool]: ...
+        def refused(self, url: str) -> None: ...
+        @property
+        def linked(self) -> bool: ...
         def hold(self, held: Held) -> None: ...
         def holds(self, response: http.client.HTTPResponse) -> bool: ...
         def forget(self) -> None: ...
 
 
-__all__ = ["Exchange", "Held", "failure_reason", "fill", "sleep"]
+__all__ = ["LINKED", "Exchange", "Held", "RateLimited", "failure_reason", "fill", "sleep"]
+
+#: The headers of a redirect that name the file it leads to (the Hugging Face Hub's resolve
+#: reply: the LFS object's sha256 and the Xet hash), kept as its validators under these names.
+LINKED: Final = ("x-linked-etag", "x-xet-hash")
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
 # The most bytes asked of one socket read of a body that is dropped (between two ranges, or
@@ -84,6 +92,14 @@ _CONTENT_RANGE: Final = re.compile(
 )
 _UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_DECIMAL})", re.ASCII | re.IGNORECASE)
 _PERMANENT_5XX: Final = frozenset({501, 505})  # Not Implemented, Version Not Supported
+# What a signed URL answers once its signature has expired (or is refused): S3 and CloudFront
+# 403, others 401 or 410 Gone. The URL given is then asked again, once a request.
+_REFUSED_SIGNATURE: Final = frozenset({401, 403, 410})
+# A rate limit's waits (429, or 503 with Retry-After) within one request, at most: each as
+# long as the server asks (the Hub's windows are 5 minutes) and the call's timeout allows.
+_RATE_LIMIT_WAITS: Final = 8
+_LONGEST_RATE_LIMIT_WAIT: Final = 300.0
+_RATE_LIMIT: Final = re.compile(r"r\s*=\s*([0-9]{1,9})\s*;\s*t\s*=\s*([0-9]{1,9})")
 _HINTS: Final = {
     401: "the server wants credentials; pass headers={'Authorization': 'Bearer <token>'}",
     403: (
@@ -95,10 +111,23 @@ _HINTS: Final = {
         "answers 404 to a request without credentials"
     ),
     407: "the proxy wants credentials",
+    429: (
+        "the server's rate limit: too many requests in its window (the Hugging Face Hub "
+        "counts requests per 5 minutes, more for a token: HF_TOKEN)"
+    ),
 }
 
 #: Waits between attempts: replaceable (tests run retries without waiting, and count them).
 sleep: Callable[[float], None] = time.sleep
+
+
+class RateLimited(RemoteError):
+    """A 429, or a 503 with ``Retry-After``: `wait` is how long the server asks the client
+    to wait (None: it does not say)."""
+
+    def __init__(self, message: str, *, url: str, status: int, wait: float | None) -> None:
+        super().__init__(message, url=url, status=status)
+        self.wait = wait
 
 
 class Held:
@@ -185,6 +214,7 @@ class Exchange:
 
         request = urllib.request.Request(url, headers=headers)
         request.clock = self.clock  # type: ignore[attr-defined]  # for the timed handlers
+        request.hops = []  # type: ignore[attr-defined]  # what its redirects said
         try:
             response: http.client.HTTPResponse = self.opener.open(
                 request, timeout=self.clock.left()
@@ -197,6 +227,7 @@ class Exchange:
                 f"{type(error).__name__}: {scrub(_plain(str(error), 200), self.file.given)}",
                 url=self.shown,
             ) from error
+        response.hops = request.hops  # type: ignore[attr-defined]
         return response
 
     def _whole_document(self, limit: int) -> bytes:
@@ -241,16 +272,29 @@ class Exchange:
 
         attempts = self.retries + 1
         failure: BaseException | None = None
-        done = 0  # attempts made
-        for attempt in range(attempts):
-            if attempt:
-                delay = _BACKOFF * 2 ** (attempt - 1) * (0.5 + random.random() / 2)  # jitter
-                if not self.clock.allows(delay):
-                    break  # no time left for another attempt
-                sleep(delay)
-            done += 1
+        done = 0  # attempts made that failed
+        waits: list[float] = []  # the rate limit's, which use no retry
+        while True:
             try:
                 return attempt_once()
+            except RateLimited as error:
+                if error.status == 429 or error.wait is not None:
+                    delay = error.wait
+                    if delay is None:
+                        delay = _BACKOFF * 2 ** len(waits)
+                    why = self._no_wait(delay, len(waits))
+                    if why is not None:
+                        raise RateLimited(
+                            f"{error} (rate limited: {_waited(waits)}; the server asks for "
+                            f"{delay:g} s more, {why})",
+                            url=self.shown,
+                            status=error.status or 429,
+                            wait=delay,
+                        ) from None
+                    waits.append(delay)
+                    sleep(delay)
+                    continue
+                failure = error  # a 503 that says nothing: a 5xx as any other
             except RemoteError as error:
                 status = error.status
                 if status is None or status < 500 or status in _PERMANENT_5XX:
@@ -263,9 +307,13 @@ class Exchange:
                         f"could not read {self.shown}: {self._reason(cause)}", url=self.shown
                     ) from cause
                 failure = cause
-            if self.clock.expired():
+            done += 1
+            if self.clock.expired() or done >= attempts:
                 break
-        assert failure is not None  # the loop ran at least once, and every success returned
+            delay = _BACKOFF * 2 ** (done - 1) * (0.5 + random.random() / 2)  # jitter
+            if not self.clock.allows(delay):
+                break  # no time left for another attempt
+            sleep(delay)
         tries = f"{done} attempt{'s' if done > 1 else ''}"
         if self.clock.expired() or done < attempts:
             tries += f", the timeout of {self.clock.timeout:g} s used up"
@@ -279,6 +327,16 @@ class Exchange:
             f"could not read {self.shown}: {self._reason(failure)} ({tries})", url=self.shown
         ) from failure
 
+    def _no_wait(self, delay: float, count: int) -> str | None:
+        """Why a rate limit's wait of `delay` seconds is not waited out (None: it is)."""
+        if count >= _RATE_LIMIT_WAITS:
+            return f"after the {_RATE_LIMIT_WAITS} waits a request may make"
+        if delay > _LONGEST_RATE_LIMIT_WAIT:
+            return f"longer than the {_LONGEST_RATE_LIMIT_WAIT:g} s a wait may be"
+        if not self.clock.allows(delay):
+            return f"more than the call's timeout of {self.clock.timeout:g} s leaves"
+        return None
+
     def _attempt(
         self,
         start: int,
@@ -288,18 +346,19 @@ class Exchange:
         *,
         ranged: bool = True,
         header: bool = False,
+        again: bool = False,
     ) -> int:
         import urllib.error
 
         file = self.file
-        url = self.url  # read once: another thread's first reply may set it
+        url, resolving = file.target()  # read once: another thread's reply may change it
         headers = self._headers_here(url)
         if ranged:
             headers["Range"] = f"bytes={start}-{stop - 1}"  # inclusive: stop - start bytes
             if file.identified and file.if_range is not None:
                 headers["If-Range"] = file.if_range
         try:
-            if self.pool is not None and file.identified:
+            if self.pool is not None and not resolving:
                 response = self._pooled(url, headers)
             else:
                 response = self._open(url, headers)
@@ -316,9 +375,16 @@ class Exchange:
                         return self._attempt(
                             start, stop, segments, rest, ranged=False, header=header
                         )
+                if error.code in _REFUSED_SIGNATURE and not resolving and not again:
+                    # A signed URL past its life, or refused: the URL given is asked again
+                    # (its identity still pinned), for the same bytes.
+                    file.refused(url)
+                    return self._attempt(
+                        start, stop, segments, rest, ranged=ranged, header=header, again=True
+                    )
                 raise self._status_error(error.code, location, error.headers) from None
         try:
-            if not file.identified:
+            if resolving:
                 file.redirected(response.geturl())
             self._check_body(response)
             if response.status == 206 and ranged:
@@ -501,12 +567,26 @@ class Exchange:
     def _identify(
         self, response: http.client.HTTPResponse, size: int | None, *, ranged: bool
     ) -> None:
-        """What a reply says of the file (its size, ETag and Last-Modified), told to it."""
-        etag = response.headers.get("ETag")
-        modified = response.headers.get("Last-Modified")
-        validators = (() if etag is None else (("etag", etag),)) + (
-            () if modified is None else (("last-modified", modified),)
-        )
+        """What a reply says of the file (its size, ETag and Last-Modified, or what the
+        redirect to it named it by: `LINKED`), told to it."""
+        validators: Validators | None
+        linked = _linked(getattr(response, "hops", None) or ())
+        if linked is not None:
+            validators, linked_size = linked
+            if linked_size is not None and size is not None and linked_size != size:
+                raise RemoteError(
+                    f"{self.where()} sent a file of {size:,} bytes where the redirect to it "
+                    f"said X-Linked-Size {linked_size:,}",
+                    url=self.shown,
+                )
+        elif self.file.linked:
+            validators = None  # the server the redirect led to: its validators are its own
+        else:
+            etag = response.headers.get("ETag")
+            modified = response.headers.get("Last-Modified")
+            validators = (() if etag is None else (("etag", etag),)) + (
+                () if modified is None else (("last-modified", modified),)
+            )
         self.file.answered(size, validators, ranged=ranged)
 
     def _unsatisfiable(self, start: int, content_range: str | None) -> int | None:
@@ -535,6 +615,8 @@ class Exchange:
         code = headers.get("X-Error-Code", "") if headers is not None else ""
         hint = hub_hint(str(code)) or _HINTS.get(status)
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
+        if status in (429, 503):
+            return RateLimited(message, url=self.shown, status=status, wait=_retry_after(headers))
         return RemoteError(message, url=self.shown, status=status)
 
     def _content_length(self, response: http.client.HTTPResponse) -> int | None:
@@ -648,3 +730,48 @@ def failure_reason(error: BaseException) -> str:
         reason = str(error) or type(error).__name__
     # Escaped: http.client quotes what the server sent (a bad status line, say) in its errors.
     return _plain(reason, 200)
+
+
+def _linked(hops: Iterable[Message]) -> tuple[Validators, int | None] | None:
+    """What the last redirect that named the file said of it: its `LINKED` validators and
+    its ``X-Linked-Size`` (None: no redirect named it)."""
+    found = None
+    for headers in hops:
+        validators = tuple(
+            (name, _plain(str(value), 200))
+            for name in LINKED
+            if (value := headers.get(name)) is not None
+        )
+        if validators:
+            size = headers.get("X-Linked-Size", "")
+            found = (validators, int(size) if _CONTENT_LENGTH.fullmatch(size.strip()) else None)
+    return found
+
+
+def _retry_after(headers: Message | None) -> float | None:
+    """How long a 429 or 503 asks the client to wait: ``Retry-After`` (seconds, or a date),
+    else the reset time of an exhausted ``RateLimit`` (``"api";r=0;t=55``), else None."""
+    if headers is None:
+        return None
+    value = (headers.get("Retry-After") or "").strip()
+    if _CONTENT_LENGTH.fullmatch(value):
+        return float(value)
+    if value:
+        import email.utils
+
+        try:
+            when = email.utils.parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            when = None
+        if when is not None:
+            return max(when - time.time(), 0.0)
+    match = _RATE_LIMIT.search(headers.get("RateLimit") or "")
+    if match is not None and int(match[1]) == 0:
+        return float(match[2])
+    return None
+
+
+def _waited(waits: list[float]) -> str:
+    if not waits:
+        return "no wait made"
+    return f"waited {len(waits)} time{'s' if len(waits) > 1 else ''}, {sum(waits):g} s in all"

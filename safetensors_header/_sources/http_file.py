@@ -12,13 +12,22 @@ checks their replies, `http_wire` carries them. With F the first read (``first_r
 2. Only when the header ends past F: ``Range: bytes=F-(8+N-1)``, the missing remainder and
    nothing else, sent straight to the URL the first request was redirected to.
 
-The first reply pins the file: its final URL (redirects followed once), and its identity
-(its size, ``ETag`` and ``Last-Modified``: `RangeFile.identify`). Every later request of the
-same `HttpFile` goes to that URL with ``If-Range`` (a strong ETag, else the date), and its
-reply must agree: a file replaced in between (a new commit on a ``resolve/main`` URL, a
-re-uploaded object), or a reply whose validators differ in kind (an ETag dropped or added),
-is the ``FileChanged`` error, never a mix of two files. A total the server did not give at
-first (``Content-Range: bytes a-b/*``) may be learned later; that is not a change.
+The first reply pins the file's identity (its size, ``ETag`` and ``Last-Modified``:
+`RangeFile.identify`) and says where its bytes are: the URL its redirects ended at (`final`).
+Every later request of the same `HttpFile` goes there with ``If-Range`` (a strong ETag, else
+the date), and its reply must agree: a file replaced in between (a new commit on a
+``resolve/main`` URL, a re-uploaded object), or a reply whose validators differ in kind (an
+ETag dropped or added), is the ``FileChanged`` error, never a mix of two files. A total the
+server did not give at first (``Content-Range: bytes a-b/*``) may be learned later; that is
+not a change.
+
+A redirect to a signed URL (the Hugging Face Hub's to its CDN: valid for an hour) is not
+kept past its life: when its query says when it expires (`urls.signed_until`: ``Expires``,
+``X-Amz-Date`` and ``X-Amz-Expires``...), a request after that (less a margin) asks the URL
+given again; a 401, 403 or 410 from the signed URL does the same, once a request. Where the
+redirect named the file (the Hub's ``X-Linked-Etag``, its sha256, and ``X-Xet-Hash``), those
+are its identity (the CDN's own validators are the CDN's), so that a file asked for again is
+checked to be the same file. A pickle holds the URL given, never a signed one.
 
 Ranged reads cut long reads into equal parts (`HttpFile.requests`: of ``part_size`` bytes, or
 one per thread up to four times that when there would be more) and send them
@@ -41,20 +50,21 @@ is up. A redirect's body is never read. No format rule lives here: `bytes_needed
 from __future__ import annotations
 
 import base64
+import time
 
 from .base import RangeFile, ShortRead
-from .http_exchange import Exchange
+from .http_exchange import LINKED, Exchange
 from .http_wire import Pool, poolable
 from .options import REMOTE_GAP
 from .planning import parts, streams, with_segments
 from .threads import run_parallel
-from .urls import beside, credentials, redact
+from .urls import beside, credentials, redact, signed_until
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import http.client
     from collections.abc import Iterable
-    from typing import Any
+    from typing import Any, Final
 
     from .base import Validators
     from .http_exchange import Held
@@ -62,6 +72,11 @@ if TYPE_CHECKING:
     from .planning import Read
 
 __all__ = ["HttpFile"]
+
+# A signed URL is asked for again this long before its signature expires (at most a tenth of
+# its life): a request must arrive before the expiry, and the two clocks may differ a little.
+_RENEW_MARGIN: Final = 10.0
+_RENEW_FRACTION: Final = 0.1
 
 
 class HttpFile(RangeFile):
@@ -71,7 +86,8 @@ class HttpFile(RangeFile):
         url: The URL requested (user info, if the URL given had any, is sent as an
             ``Authorization: Basic`` header to the URL's origin instead).
         given: The URL as given.
-        final: Where requests go once the first has been answered (its redirects followed).
+        final: Where requests go once the first has been answered (its redirects followed):
+            ``None`` until then, and again once a signed URL expires or is refused.
         ranged: Whether the server honours Range (``None`` until the first reply).
     """
 
@@ -91,6 +107,9 @@ class HttpFile(RangeFile):
         self.url = plain
         self.given = url
         self.final: str | None = None
+        # When `final` is to be asked for again (seconds since the epoch): its signature's
+        # expiry, less a margin; None when it does not expire (or says nothing of it).
+        self.renew_at: float | None = None
         self.ranged: bool | None = None
         # A 200's body that a header read goes on reading (a server that ignores Range is
         # asked once): open between the reads of one header, closed by release().
@@ -118,10 +137,53 @@ class HttpFile(RangeFile):
         if first:
             self.ranged = ranged
 
+    @property
+    def linked(self) -> bool:
+        """Whether the file's identity is what a redirect named it by (the Hub's sha256 or
+        Xet hash), not the validators of the server its bytes come from."""
+        return any(name in LINKED for name, _ in self.validators or ())
+
+    @property
+    def published_sha256(self) -> str | None:
+        """The file's sha256 as the Hugging Face Hub publishes it (the ``X-Linked-Etag`` of
+        its resolve reply: the LFS object's id), in lower-case hex, once a request has been
+        answered; None for a file the Hub did not redirect (one it serves itself, whose
+        ``ETag`` is a git object's id) or another server."""
+        value = dict(self.validators or ()).get("x-linked-etag")
+        if not isinstance(value, str):
+            return None
+        digest = value.removeprefix("W/").strip('"').lower()
+        hexadecimal = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+        return digest if hexadecimal else None
+
+    def target(self) -> tuple[str, bool]:
+        """Where the next request goes, and whether that is the URL given (whose redirects
+        are then followed, and say where the later ones go): `final`, unless its signature
+        has expired (or is about to)."""
+        final, renew_at = self.final, self.renew_at
+        if final is not None and (renew_at is None or time.time() < renew_at):
+            return final, False
+        return self.url, True
+
     def redirected(self, url: str | None) -> None:
-        """Where the first reply came from: later requests go there."""
-        if self.final is None:
-            self.final = url or self.url
+        """Where a request to the URL given ended (its redirects followed): later requests
+        go there, until its signature (if its query says when) expires."""
+        final = url or self.url
+        renew_at = None
+        until = signed_until(final) if final != self.url else None
+        if until is not None:
+            life = until - time.time()
+            # A signature that seems expired when just made: the clocks disagree; the
+            # server's refusal says when it is (`refused`).
+            if life > 0:
+                renew_at = until - min(_RENEW_MARGIN, life * _RENEW_FRACTION)
+        self.final, self.renew_at = final, renew_at
+
+    def refused(self, url: str) -> None:
+        """`url`, where `final` sent requests, refused one (its signature expired, or was
+        refused): the next request asks the URL given again."""
+        if self.final == url:
+            self.final = None
 
     def hold(self, held: Held) -> None:
         """Keep a 200's open body for the rest of a header read."""
@@ -183,7 +245,7 @@ class HttpFile(RangeFile):
             return
 
         # The parts go to the final URL on kept-alive connections, one per thread.
-        exchange.pool = Pool(clock) if poolable(self.final or self.url) else None
+        exchange.pool = Pool(clock) if poolable(self.target()[0]) else None
 
         def one(read: Read) -> None:
             start, stop, segments = read
@@ -210,4 +272,5 @@ class HttpFile(RangeFile):
         return HttpFile(beside(self.given, name), self.options)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_held": None}
+        # Never a signed URL: it expires, and it is a credential. The identity is kept.
+        return {**self.__dict__, "_held": None, "final": None, "renew_at": None}

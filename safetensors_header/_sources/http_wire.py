@@ -49,7 +49,8 @@ USER_AGENT: Final = f"Python-urllib/{sys.version_info[0]}.{sys.version_info[1]}"
 def opener() -> urllib.request.OpenerDirector:
     """urllib's opener with the timed handlers and the safe redirects: one per process (for
     the proxies the environment names now), shared by every call and thread. A request
-    must carry its call's clock as ``request.clock``."""
+    must carry its call's clock as ``request.clock``; one with a list as ``request.hops``
+    gets the headers of every redirect it followed appended to it."""
     return _opener(_proxy_variables())
 
 
@@ -203,6 +204,12 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
             new = super().redirect_request(req, fp, code, msg, headers, newurl)
             if new is not None:
                 new.clock = req.clock  # type: ignore[attr-defined]  # (see `opener`)
+                # What each redirect said (the Hub's names the file: X-Linked-Etag...), for
+                # the caller that asked (``request.hops``, a list).
+                hops = getattr(req, "hops", None)
+                if hops is not None:
+                    hops.append(headers)
+                    new.hops = hops  # type: ignore[attr-defined]
             if new is not None and origin(new.full_url) != origin(req.full_url):
                 for name in list(new.headers):
                     if name.lower() not in SAFE_ACROSS_ORIGINS | RANGE_HEADERS:

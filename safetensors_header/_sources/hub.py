@@ -9,19 +9,34 @@ Layer: sources (standard library only).
 from __future__ import annotations
 
 import os
+import re
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Final
 
-__all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_hint", "hub_repository"]
-__all__ += ["hub_url"]
+__all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_hint", "hub_offline"]
+__all__ += ["hub_repository", "hub_url"]
 
 #: Where the Hub is, unless ``HF_ENDPOINT`` says otherwise (as for huggingface_hub).
 HUB_ENDPOINT = "https://huggingface.co"
 
-_REPO_TYPES = ("datasets/", "spaces/")
+# The kinds of an hf:// path (huggingface_hub's HF URI grammar, 2.x): the prefix a path may
+# start with, and the prefix of its resolve URL. A path without one is a model's.
+_KINDS: Final = {
+    "models/": "",
+    "datasets/": "datasets/",
+    "spaces/": "spaces/",
+    "kernels/": "kernels/",
+    "buckets/": "buckets/",  # not versioned: no @revision, resolve/<path>
+}
+# Revisions with a "/" that a path may give as they are (huggingface_hub matches them before
+# it splits the revision from the file): pull requests and conversions.
+_SPECIAL_REVISION: Final = re.compile(r"refs/(?:convert/[\w.-]+|pr/[0-9]+)")
+# What huggingface_hub reads as "true" in its environment variables.
+_TRUE: Final = frozenset({"1", "ON", "YES", "TRUE"})
+_FORM: Final = "hf://[models/|datasets/|spaces/|kernels/|buckets/]<org>/<repo>[@<revision>]/<file>"
 
 #: What a repository named without a file is read as, in this order: the first that exists.
 REPOSITORY_NAMES = (
@@ -35,49 +50,61 @@ REPOSITORY_NAMES = (
 def hub_url(url: str, /, *, endpoint: str | None = None) -> str:
     """The HTTPS URL of a file on the Hugging Face Hub, from its ``hf://`` path.
 
-    ``hf://<org>/<repo>[@<revision>]/<path>`` (a model), ``hf://datasets/...`` or
-    ``hf://spaces/...``, as huggingface_hub's ``HfFileSystem`` writes them, becomes
-    ``<endpoint>/[datasets/|spaces/]<org>/<repo>/resolve/<revision>/<path>``: the URL the
-    Hub serves the file's bytes at (ranged GETs included; a redirect to its CDN for large
-    files). The revision is ``main`` unless given; one with a ``/`` (``refs/pr/1``) is
-    written percent-encoded after the ``@``, as ``HfFileSystem`` does. `endpoint` defaults
-    to ``HF_ENDPOINT`` from the environment, else ``https://huggingface.co``. Any other URL
-    is returned as it is.
+    ``hf://[<kind>/]<org>/<repo>[@<revision>]/<path>``, every form huggingface_hub's
+    ``HfFileSystem`` reads: a model (no kind, or ``models/``), ``datasets/``, ``spaces/``,
+    ``kernels/``, or ``buckets/`` (not versioned), becomes
+    ``<endpoint>/[datasets/|spaces/|kernels/]<org>/<repo>/resolve/<revision>/<path>`` (a
+    bucket's: ``<endpoint>/buckets/<org>/<name>/resolve/<path>``): the URL the Hub serves
+    the file's bytes at (ranged GETs included; a redirect to its CDN for large files). The
+    revision is ``main`` unless given; it may be percent-encoded (``@refs%2Fpr%2F1``), and a
+    pull request's or a conversion's may be written as it is (``@refs/pr/1/``); in the URL it
+    is one percent-encoded segment. `endpoint` defaults to ``HF_ENDPOINT`` from the
+    environment, else ``https://huggingface.co``. Any other URL is returned as it is.
 
         >>> hub_url("hf://openai-community/gpt2/model.safetensors")
         'https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors'
-        >>> hub_url("hf://datasets/org/data@v1.0/part 1.safetensors")
-        'https://huggingface.co/datasets/org/data/resolve/v1.0/part%201.safetensors'
+        >>> hub_url("hf://datasets/org/data@refs/pr/1/part 1.safetensors")
+        'https://huggingface.co/datasets/org/data/resolve/refs%2Fpr%2F1/part%201.safetensors'
 
     Raises:
         ValueError: An ``hf://`` URL without an organisation, a repository and a file.
     """
     if not url.startswith("hf://"):
         return url
-    kind, org, repo, path = _parts(url)
+    kind, org, repo, revision, path = _parts(url)
     if not path:
-        raise ValueError(
-            f"expected hf://[datasets/|spaces/]<org>/<repo>[@<revision>]/<file>, not {url!r}"
-        )
+        raise ValueError(f"expected {_FORM}, not {url!r}")
     # Imported here: the command line checks every source with `hub_repository`, and a local
     # file's `inspect` should not pay for urllib.parse (and ipaddress): 1.7 ms of 25.
     from urllib.parse import quote, unquote
 
-    repo, _, revision = repo.partition("@")
-    revision = unquote(revision) or "main"
     base = (endpoint or os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
-    return (
-        f"{base}/{kind}{quote(org)}/{quote(repo)}/resolve/{quote(revision, safe='')}/{quote(path)}"
-    )
+    where = f"{base}/{_KINDS.get(kind, '')}{quote(org)}/{quote(repo)}/resolve/"
+    if kind != "buckets/":
+        where += quote(unquote(revision or "main"), safe="") + "/"
+    return where + quote(path)
 
 
 def hub_repository(url: str, /) -> str | None:
-    """``hf://<org>/<repo>[@<revision>]/`` for an ``hf://`` path that names a repository and
-    no file (its files are then `REPOSITORY_NAMES`, tried in order); ``None`` otherwise."""
+    """``hf://[<kind>/]<org>/<repo>[@<revision>]/`` for an ``hf://`` path that names a
+    repository and no file (its files are then `REPOSITORY_NAMES`, tried in order); ``None``
+    otherwise."""
     if not url.startswith("hf://"):
         return None
-    kind, org, repo, path = _parts(url)
-    return None if path else f"hf://{kind}{org}/{repo}/"
+    kind, org, repo, revision, path = _parts(url)
+    if path:
+        return None
+    return f"hf://{kind}{org}/{repo}" + ("" if revision is None else f"@{revision}") + "/"
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) says not to ask the Hub, as
+    huggingface_hub reads it (``1``, ``ON``, ``YES`` or ``TRUE``, in any case)."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        value = os.environ.get(name)
+        if value:
+            return value.strip().upper() in _TRUE
+    return False
 
 
 def hub_headers(
@@ -87,18 +114,23 @@ def hub_headers(
     added unless the caller gives one: `token`, else ``HF_TOKEN`` (or the older
     ``HUGGING_FACE_HUB_TOKEN``) from the environment, else the token huggingface_hub's
     login saved (``$HF_TOKEN_PATH``, else ``$HF_HOME/token``, else
-    ``~/.cache/huggingface/token``); ``token=False`` sends none (as huggingface_hub reads
-    it). The HTTP client sends it to the Hub's own origin only, never on to the CDN a large
-    file is redirected to."""
+    ``~/.cache/huggingface/token``). As huggingface_hub reads them: ``token=False`` sends
+    none; with ``HF_HUB_DISABLE_IMPLICIT_TOKEN`` set, the environment's or the saved token
+    is sent only when ``token=True`` asks for it. The HTTP client sends it to the Hub's
+    own origin only, never on to the CDN a large file is redirected to."""
     given = dict(headers or {})
     if token is False or any(name.lower() == "authorization" for name in given):
         return given
-    if not isinstance(token, str):
-        token = None
-    token = token or _saved_token()
-    if token:
-        given["Authorization"] = f"Bearer {token}"
+    if token is None and _true("HF_HUB_DISABLE_IMPLICIT_TOKEN"):
+        return given
+    found = (token if isinstance(token, str) else None) or _saved_token()
+    if found:
+        given["Authorization"] = f"Bearer {found}"
     return given
+
+
+def _true(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in _TRUE
 
 
 def _saved_token() -> str | None:
@@ -117,19 +149,31 @@ def _saved_token() -> str | None:
         return None
 
 
-def _parts(url: str) -> tuple[str, str, str, str]:
-    """An ``hf://`` path's repository type prefix, organisation, repository (with its
-    ``@revision``) and file path (``""`` for none)."""
+def _parts(url: str) -> tuple[str, str, str, str | None, str]:
+    """An ``hf://`` path's kind (``""``, ``"datasets/"``...), organisation, repository, its
+    revision as written after the ``@`` (None for none) and its file's path (``""``)."""
     rest = url[len("hf://") :]
-    kind = next((prefix for prefix in _REPO_TYPES if rest.startswith(prefix)), "")
-    parts = rest[len(kind) :].split("/", 2)
-    org, repo = parts[0], parts[1] if len(parts) > 1 else ""
-    path = parts[2] if len(parts) > 2 else ""
-    if not org or not repo or repo.startswith("@"):
-        raise ValueError(
-            f"expected hf://[datasets/|spaces/]<org>/<repo>[@<revision>]/<file>, not {url!r}"
-        )
-    return kind, org, repo, path
+    kind = next((prefix for prefix in _KINDS if rest.startswith(prefix)), "")
+    rest = rest[len(kind) :].strip("/")
+    if kind == "models/":
+        kind = ""
+    revision: str | None = None
+    at = rest.find("@")
+    # An "@" is the revision's only right after <org>/<repo>: one deeper is in a file name.
+    if at != -1 and rest.count("/", 0, at) == 1 and kind != "buckets/":
+        repo_id, after = rest[:at], rest[at + 1 :]
+        special = _SPECIAL_REVISION.match(after)
+        if special is not None and after[special.end() : special.end() + 1] in ("", "/"):
+            revision, path = special[0], after[special.end() + 1 :]
+        else:
+            revision, _, path = after.partition("/")
+        org, _, repo = repo_id.partition("/")
+    else:
+        org, _, rest = rest.partition("/")
+        repo, _, path = rest.partition("/")
+    if not org or not repo or "@" in repo or revision == "":
+        raise ValueError(f"expected {_FORM}, not {url!r}")
+    return kind, org, repo, revision, path
 
 
 _HUB_HINTS: Final = {

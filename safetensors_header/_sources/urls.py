@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["beside", "credentials", "is_url", "redact", "scrub", "url_scheme", "url_sibling"]
+__all__ = ["beside", "credentials", "is_url", "redact", "scrub", "signed_until", "url_scheme"]
+__all__ += ["url_sibling"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
 
 # A URL's scheme (RFC 3986), of two letters or more: ``C://x`` is a Windows path.
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
+# A signed query's times: seconds since the epoch (a fraction allowed), a lifetime in seconds,
+# and the compact UTC time of AWS's and Google's signatures (20261203T151800Z).
+_EPOCH: Final = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
+_SECONDS: Final = re.compile(r"[0-9]{1,9}")
+_COMPACT_TIME: Final = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
 
 
 def is_url(source: str) -> bool:
@@ -97,3 +103,36 @@ def beside(location: str, name: str) -> str:
     import os
 
     return os.path.join(os.path.dirname(location), name)
+
+
+def signed_until(url: str) -> float | None:
+    """When the signature in `url`'s query expires (seconds since the epoch), where the query
+    says so, else None: ``Expires`` (CloudFront's signed URLs, as the Hub's CDN gives them;
+    Google's V2), ``X-Amz-Date`` plus ``X-Amz-Expires`` (S3's, the Hub's Xet storage's),
+    ``X-Goog-Date`` plus ``X-Goog-Expires``, or ``se`` (an Azure SAS). A value that is not
+    what the scheme writes is no expiry (the server's refusal then says it)."""
+    query = url.partition("?")[2].partition("#")[0]
+    if not query:
+        return None
+    from urllib.parse import parse_qsl
+
+    found = {name.lower(): value for name, value in parse_qsl(query, keep_blank_values=True)}
+    for prefix in ("x-amz-", "x-goog-"):
+        date, life = found.get(prefix + "date", ""), found.get(prefix + "expires", "")
+        match = _COMPACT_TIME.fullmatch(date)
+        if match is not None and _SECONDS.fullmatch(life):
+            import calendar
+
+            start = calendar.timegm((*(int(part) for part in match.groups()), 0, 0, 0))
+            return start + int(life)
+    expires = found.get("expires", "")
+    if _EPOCH.fullmatch(expires):
+        return float(expires)
+    if "se" in found and "sig" in found:
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(found["se"].replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
