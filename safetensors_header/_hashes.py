@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._checkpoint import files_of
+from ._fetch import map_file
 from ._record import frozen_record, set_fields
 from ._sources.options import Options
 
@@ -35,6 +36,7 @@ __all__ = ["BLAKE3", "TensorHashes", "hash_tensors", "tensor_fingerprint", "veri
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Iterator, Sequence
     from typing import Any, Final, Protocol
 
@@ -258,25 +260,35 @@ def hash_tensors(
     tick = None if progress is None else _Progress(progress, _total(named, infos, files=files))
     digests: dict[str, bytes] = {}
     whole: dict[str, str] = {}
-    if files:
-        # Each file is read once, in order: its own digest on one thread, its tensors' on
-        # a second (`_whole_file`); as many files at once as there are pairs of workers.
-        def hash_file(job: tuple[str, SafetensorsFile]) -> None:
-            name, file = job
-            whole[name] = _whole_file(file, new, digests, deadline, tick)
+    datas = {id(file): _Bytes(file) for _, file in named}  # (a local file mapped)
+    try:
+        if files:
+            # Each file is read once, in order: its own digest on one thread, its tensors'
+            # on a second (`_whole_file`); as many files at once as there are pairs of
+            # workers.
+            def hash_file(job: tuple[str, SafetensorsFile]) -> None:
+                name, file = job
+                whole[name] = _whole_file(datas[id(file)], new, digests, deadline, tick)
 
-        jobs = [(name or file.source, file) for name, file in named]
-        jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
-        _run_parallel(hash_file, jobs, max(1, workers // 2))
-    else:
+            jobs = [(name or file.source, file) for name, file in named]
+            jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
+            _run_parallel(hash_file, jobs, max(1, workers // 2))
+        else:
 
-        def hash_tensor(index: int) -> None:
-            file, info = infos[index]
-            digests[info.name] = _tensor_digest(file, info, new, deadline, tick)
+            def hash_tensor(index: int) -> None:
+                file, info = infos[index]
+                data = datas[id(file)]
+                digests[info.name] = _tensor_digest(data, info, new, deadline, tick)
 
-        # The largest tensors first, so that the workers finish together.
-        order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
-        _run_parallel(hash_tensor, order, workers)
+            # The largest tensors first, so that the workers finish together.
+            order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
+            _run_parallel(hash_tensor, order, workers)
+    except BaseException:
+        for data in datas.values():
+            data.close(check=False)
+        raise
+    for data in datas.values():
+        data.close(check=True)  # (a file rewritten while it was mapped: FileChanged)
     ordered = {info.name: digests[info.name] for _, info in infos}
     content = new()
     for digest in ordered.values():
@@ -363,19 +375,84 @@ def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
         yield at, min(size, end - at)
 
 
+class _Bytes:
+    """One file's bytes, a piece at a time: views of a read-only map of a local file (the
+    page cache's own pages, no copy), or, from any other source, pieces read into a buffer
+    of the caller's through the data path (each read checked to be of the same file).
+
+    A map costs its page faults, about what a copy costs, but the copy's time is the
+    processor's own and the faults' are fewer (fault-around maps 16 pages at once, a large
+    folio whole); see benchmarks/README.md. The map is of the file the header was read from
+    (`map_file` checks its identity); `close` checks it again, once every piece is hashed.
+    """
+
+    def __init__(self, file: SafetensorsFile) -> None:
+        self.file = file
+        self.map = _map(file)
+        self.view = None if self.map is None else memoryview(self.map)
+        self.size = _PIECE if self.view is not None else _piece_size(file)
+
+    def read(
+        self, at: int, count: int, buffer: memoryview | None, deadline: _Deadline
+    ) -> memoryview:
+        """The piece ``[at, at + count)``: a view of the map, or read into `buffer`."""
+        left = deadline.left()
+        if self.view is not None:
+            return self.view[at : at + count]
+        assert buffer is not None
+        piece = buffer[:count]
+        self.file.read_ranges([(at, count)], into=[piece], gap=0, timeout=left)
+        return piece
+
+    def buffer(self) -> memoryview | None:
+        """The calling thread's buffer for `read` (None for a map: nothing to copy into)."""
+        return None if self.view is not None else _buffer(self.size)
+
+    def close(self, *, check: bool) -> None:
+        """Unmap; with `check`, first raise FileChanged if the file was rewritten or
+        replaced since its header was read (one read of 8 bytes through the data path)."""
+        if self.map is None or self.view is None:
+            return
+        self.view.release()
+        mapped, self.map = self.map, None
+        if check:
+            self.file.read_ranges([(0, _U64)], gap=0)
+        try:
+            mapped.close()
+        except BufferError:  # a piece still held (by a traceback): unmapped when it is freed
+            return
+
+
+def _map(file: SafetensorsFile) -> mmap.mmap | None:
+    """A read-only map of `file` if it is a local regular file, of the file its header was
+    read from; None where there is none (a URL, a pipe, a file too large for the address
+    space)."""
+    path = file.local_path
+    if path is None:
+        return None
+    import mmap
+
+    try:
+        found = map_file(path, header=file.header)
+    except (OSError, OverflowError):  # read through the data path, which says what failed
+        return None
+    mapped = None if found is None else found[1]
+    if mapped is not None and hasattr(mmap, "MADV_SEQUENTIAL"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)  # read ahead of a file that is not cached
+    return mapped
+
+
 def _tensor_digest(
-    file: SafetensorsFile,
+    data: _Bytes,
     info: TensorInfo,
     new: Callable[[], Hasher],
     deadline: _Deadline,
     tick: _Progress | None,
 ) -> bytes:
     hasher = new()
-    buffer = _buffer(_piece_size(file))
-    for at, count in _pieces(info.start, info.end, len(buffer)):
-        piece = buffer[:count]
-        file.read_ranges([(at, count)], into=[piece], gap=0, timeout=deadline.left())
-        hasher.update(piece)
+    buffer = data.buffer()
+    for at, count in _pieces(info.start, info.end, data.size):
+        hasher.update(data.read(at, count, buffer, deadline))
         if tick is not None:
             tick(count)
     return hasher.digest()
@@ -392,7 +469,7 @@ def _buffer(size: int) -> memoryview:
 
 
 def _whole_file(
-    file: SafetensorsFile,
+    data: _Bytes,
     new: Callable[[], Hasher],
     digests: dict[str, bytes],
     deadline: _Deadline,
@@ -402,17 +479,19 @@ def _whole_file(
 
     This thread reads the pieces in order and hashes each into the file's digest; a second
     thread hashes the same pieces into the tensors' digests, so that each byte is read once
-    and both hashes run at once. `_IN_FLIGHT` buffers go round between the two.
+    (from a map: the two threads a few pieces apart, so that a file not in the page cache is
+    read from the disk once) and both hashes run at once. `_IN_FLIGHT` pieces go round
+    between the two.
     """
     import queue
 
-    header = file.header
+    header = data.file.header
     size = header.data_start + header.data_size
-    piece_size = _piece_size(file)
-    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+    free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
     for _ in range(_IN_FLIGHT):
-        free.put(memoryview(bytearray(piece_size)))
-    full: queue.SimpleQueue[tuple[int, memoryview, int] | None] = queue.SimpleQueue()
+        free.put(None if data.view is not None else memoryview(bytearray(data.size)))
+    full: queue.SimpleQueue[tuple[int, memoryview, memoryview | None] | None]
+    full = queue.SimpleQueue()
     tensors = sorted(header.tensors.values(), key=lambda info: info.start)
     failed: list[BaseException] = []
 
@@ -421,8 +500,8 @@ def _whole_file(
         next_tensor = 0
         try:
             while (item := full.get()) is not None:
-                at, buffer, count = item
-                piece, end = buffer[:count], at + count
+                at, piece, buffer = item
+                end = at + len(piece)
                 # The tensors this piece holds bytes of (each piece is read in file order).
                 index = next_tensor
                 while index < len(hashers) and hashers[index][0].start < end:
@@ -433,11 +512,12 @@ def _whole_file(
                     if info.end <= end:
                         next_tensor = index + 1
                     index += 1
+                del piece, item
                 free.put(buffer)
         except BaseException as error:  # re-raised by the reading thread
             failed.append(error)
-            free.put(memoryview(bytearray(piece_size)))  # never leave the reader waiting
-            while full.get() is not None:
+            free.put(None if data.view is not None else memoryview(bytearray(data.size)))
+            while full.get() is not None:  # (never leave the reader waiting)
                 pass
             return
         for info, hasher in hashers:
@@ -447,14 +527,14 @@ def _whole_file(
     helper.start()
     whole = new()
     try:
-        for at, count in _pieces(0, size, piece_size):
+        for at, count in _pieces(0, size, data.size):
             buffer = free.get()
             if failed:
                 break
-            piece = buffer[:count]
-            file.read_ranges([(at, count)], into=[piece], gap=0, timeout=deadline.left())
+            piece = data.read(at, count, buffer, deadline)
             whole.update(piece)
-            full.put((at, buffer, count))
+            full.put((at, piece, buffer))
+            del piece
             if tick is not None:
                 tick(count)
     finally:

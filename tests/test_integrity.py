@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import struct
 import threading
@@ -258,6 +259,79 @@ def test_a_file_changed_while_hashed_whole_is_an_error(
     with pytest.raises(HeaderError, match="changed between two reads") as caught:
         hash_tensors(file, files=True)
     assert caught.value.kind == "FileChanged"
+
+
+@pytest.mark.parametrize("files", [False, True])
+def test_a_file_rewritten_while_mapped_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: bool
+) -> None:
+    # A local file is hashed through a map of it: rewritten in place (same size, its bytes
+    # seen through the map) while it is hashed, it is FileChanged, never digests of a mix.
+    path = _save(tmp_path, _tensors(), 1)
+    real = hashes_module._hasher
+    rewritten = threading.Event()
+
+    def rewriting(algorithm: object, threads: int = 1) -> Callable[[], Any]:
+        new = real(algorithm, threads)
+
+        class Rewriting:
+            def __init__(self) -> None:
+                self.inner = new()
+
+            def update(self, data: Any) -> None:
+                self.inner.update(data)
+                if rewritten.is_set():
+                    return
+                rewritten.set()
+                status = path.stat()
+                with path.open("r+b") as file:  # the last byte flipped, in place
+                    file.seek(-1, 2)
+                    last = file.read(1)[0]
+                    file.seek(-1, 2)
+                    file.write(bytes([last ^ 1]))
+                # (a later write: the clock's tick may be coarser than the test)
+                os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+
+            def digest(self) -> bytes:
+                return bytes(self.inner.digest())
+
+            def hexdigest(self) -> str:
+                return str(self.inner.hexdigest())
+
+        return Rewriting
+
+    monkeypatch.setattr(hashes_module, "_hasher", rewriting)
+    with pytest.raises(HeaderError, match="changed between two reads") as caught:
+        hash_tensors(path, files=files)
+    assert caught.value.kind == "FileChanged"
+
+
+@pytest.mark.parametrize("files", [False, True])
+def test_a_map_and_copies_give_the_same_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: bool
+) -> None:
+    # Pieces that end inside tensors, between them and in the header; the local files
+    # mapped, then read in copies through the data path (as a URL's are).
+    monkeypatch.setattr(hashes_module, "_PIECE", 1000)
+    tensors = _tensors()
+    folder = _save(tmp_path, tensors, 3)
+    mapped = hash_tensors(folder, files=files, max_workers=3)
+    assert dict(mapped.tensors) == {
+        name: hashlib.sha256(data).hexdigest() for name, (_, _, data) in tensors.items()
+    }
+    made: list[object] = []
+    real = hashes_module._map
+
+    def recorded(file: Any) -> Any:
+        made.append(real(file))
+        return made[-1]
+
+    monkeypatch.setattr(hashes_module, "_map", recorded)
+    hash_tensors(folder, files=files)
+    assert len(made) == 3  # every local file was mapped
+    assert None not in made
+    monkeypatch.setattr(hashes_module, "_map", lambda file: None)
+    assert hash_tensors(folder, files=files, max_workers=3) == mapped
 
 
 def test_a_failure_while_hashing_tensors_of_a_whole_file_is_raised(
