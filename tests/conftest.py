@@ -1,5 +1,5 @@
 """Fixtures shared by test modules: the loopback HTTP servers of `loopback`."""
 
-from loopback import serve, site
+from loopback import loopback_hub, serve, site
 
-__all__ = ["serve", "site"]
+__all__ = ["loopback_hub", "serve", "site"]

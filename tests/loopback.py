@@ -23,6 +23,9 @@ import pytest
 
 from safetensors_header._sources import http_exchange as remote
 
+# A fault a `Site` answers one request with (see `Site.failures`).
+Fault = int | str | tuple[int, dict[str, str]]
+
 
 @dataclass
 class Hit:
@@ -54,7 +57,7 @@ class Site:
     # Faults for the next requests, one per request: an HTTP status, "close" (half the body,
     # of a 206 or a 200, then the connection is closed), "stall" (no answer for a second), or
     # a status with headers ((429, {"Retry-After": "1"}): a rate limit).
-    failures: list[int | str | tuple[int, dict[str, str]]] = field(default_factory=list)
+    failures: list[Fault] = field(default_factory=list)
     send_length: bool = True  # Content-Length on a 200
     send_etag: bool = True
     send_last_modified: bool = False  # a Last-Modified date that changes with the contents
@@ -141,7 +144,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # one's answer, so `hits` is in request order even when handlers finish out of order.
         with site.lock:
             site.hits.append(hit)
-            fault = site.failures.pop(0) if site.failures else None
+            fault: Fault | None = site.failures.pop(0) if site.failures else None
             if len(site.hits) > 1:
                 site.files.update(site.replace_after_first)
         try:
@@ -152,7 +155,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with site.lock:
                 site.finished += 1
 
-    def _answer(self, site: Site, hit: Hit, fault: int | str | None) -> None:
+    def _answer(self, site: Site, hit: Hit, fault: Fault | None) -> None:
         path = self.path.split("?")[0].lstrip("/")
         if site.gather and path.endswith(site.gather_suffix):
             with site.gathered:
@@ -170,7 +173,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     site.in_flight -= 1
         return self._answer_now(site, hit, fault, path)
 
-    def _answer_now(self, site: Site, hit: Hit, fault: int | str | None, path: str) -> None:
+    def _answer_now(self, site: Site, hit: Hit, fault: Fault | None, path: str) -> None:
+        refused = site.signing and not self._signed(site)  # judged on arrival, as a CDN does
         if site.delay:
             time.sleep(site.delay)
         if fault == "stall":
@@ -180,7 +184,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._status(hit, fault)
         if isinstance(fault, tuple):
             return self._status(hit, *fault)
-        if site.signing and not self._signed(site):
+        if refused:
             return self._status(hit, 403, {"X-Error-Code": "AccessDenied"})
         if path.startswith("status/"):
             return self._status(hit, int(path.split("/")[1]))
@@ -248,7 +252,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return None
 
     def _whole(
-        self, site: Site, hit: Hit, data: bytes, etag: str, fault: int | str | None = None
+        self, site: Site, hit: Hit, data: bytes, etag: str, fault: Fault | None = None
     ) -> None:
         hit.status = 200
         self.send_response(200)

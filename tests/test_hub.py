@@ -223,5 +223,5 @@ def test_token_false_sends_no_token(hub: Any, monkeypatch: pytest.MonkeyPatch) -
     first, second = hub.done(2)
     assert first.authorization is None
     assert second.authorization == "Bearer hf_from_the_environment"
-    with pytest.raises(TypeError, match="token must be a str or False, not int"):
+    with pytest.raises(TypeError, match="token must be a str, True or False, not int"):
         read_header("hf://org/repo/model.safetensors", storage_options={"token": 3})

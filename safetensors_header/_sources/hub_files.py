@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .base import RangeFile
 from .http_file import HttpFile
-from .hub import REPOSITORY_NAMES, hub_headers, hub_repository, hub_url
+from .hub import REPOSITORY_NAMES, hub_headers, hub_offline, hub_repository, hub_url
 from .urls import beside
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -25,8 +25,18 @@ __all__ = ["HubFile", "HubRepository", "hub_file"]
 def hub_file(path: str, options: Options) -> RangeFile:
     """An ``hf://`` path as the file at the Hub's HTTPS URL (`HubFile`), with the caller's
     token or the saved one (`hub_headers`): the standard library alone, fsspec and
-    huggingface_hub unused. ``storage_options`` may hold ``token`` (a string, or False for
-    none) and ``endpoint``. A repository named without a file is a `HubRepository`."""
+    huggingface_hub unused. ``storage_options`` may hold ``token`` (a string, False for
+    none, True for the saved one) and ``endpoint``. A repository named without a file is a
+    `HubRepository`. With ``HF_HUB_OFFLINE`` set, a `RemoteError` before any request."""
+    if hub_offline():
+        from .._errors import RemoteError
+
+        raise RemoteError(
+            f"{path} is on the Hugging Face Hub, and HF_HUB_OFFLINE is set: nothing is asked "
+            "of the Hub offline (read a local copy, such as the file's path in the Hub's "
+            "cache, or unset HF_HUB_OFFLINE)",
+            url=path,
+        )
     extra = dict(options.storage_options or {})
     token, endpoint = extra.pop("token", None), extra.pop("endpoint", None)
     if extra:
@@ -37,7 +47,7 @@ def hub_file(path: str, options: Options) -> RangeFile:
         )
     if token is not None and not isinstance(token, (str, bool)):
         raise TypeError(
-            f"storage_options' token must be a str or False, not {type(token).__name__}"
+            f"storage_options' token must be a str, True or False, not {type(token).__name__}"
         )
     options = options.replace(headers=hub_headers(options.headers, token), storage_options=None)
     if hub_repository(path) is not None:
@@ -46,8 +56,10 @@ def hub_file(path: str, options: Options) -> RangeFile:
 
 
 class HubFile(HttpFile):
-    """A file of the Hub: read at its HTTPS URL, named by its ``hf://`` path (a pickle
-    holds the path and the endpoint)."""
+    """A file of the Hub: read at its HTTPS URL (its resolve URL: a large file's bytes are
+    at the signed URL of the CDN it redirects to, asked for again when that expires),
+    named by its ``hf://`` path (a pickle holds the path, the endpoint and the resolve URL,
+    never a signed one)."""
 
     def __init__(self, path: str, options: Options, endpoint: str | None) -> None:
         super().__init__(hub_url(path, endpoint=endpoint), options)
