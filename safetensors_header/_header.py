@@ -22,7 +22,7 @@ __all__ = [
     "by_dtype",
     "make_header",
 ]
-__all__ += ["make_identity", "shown_shape"]
+__all__ += ["defer_identity", "make_identity", "shown_shape"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -426,6 +426,44 @@ class Header:
             _rebuild_header,
             (tensors, metadata, self.header_size, self.data_size, self.file_size, self.identity),
         )
+
+
+class _DeferredIdentity:
+    """`Header.identity`: the field's slot, which may hold, until the field is first read,
+    ``(make, *arguments)`` rather than a `FileIdentity`; the identity is made then and kept.
+
+    A local header's read stores its ``stat`` that way (`defer_identity`): most headers are
+    read for their tensors, and making an identity nobody asks for would cost a small
+    header's read a thirtieth of its time.
+    """
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+
+    def __get__(self, header: Header | None, owner: type | None = None) -> Any:
+        if header is None:
+            return self
+        value = self._slot.__get__(header, owner)
+        if type(value) is tuple:
+            value = value[0](*value[1:])
+            self._slot.__set__(header, value)  # (two threads may both make it: equal)
+        return value
+
+    def __set__(self, header: Header, value: FileIdentity | None) -> None:
+        self._slot.__set__(header, value)
+
+    def __delete__(self, header: Header) -> None:
+        self._slot.__delete__(header)
+
+
+_IDENTITY_SLOT: Final = vars(Header)["identity"]
+Header.identity = _DeferredIdentity(_IDENTITY_SLOT)  # type: ignore[assignment,misc]
+
+#: Give a `Header` just made, not yet seen by anyone, a `FileIdentity` or the
+#: ``(make, *arguments)`` that makes it when it is first asked for (a C call: no Python frame).
+defer_identity: Callable[[Header, object], None] = _IDENTITY_SLOT.__set__
 
 
 class _HeaderBuilder:

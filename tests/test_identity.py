@@ -252,6 +252,28 @@ def test_the_identity_survives_a_pickle_and_is_not_compared(tmp_path: Path) -> N
     assert "m.safetensors" in repr(header.identity)
 
 
+@pytest.mark.parametrize("given", [str, Path])
+def test_a_local_headers_identity_is_the_stat_of_its_read_whenever_asked(
+    tmp_path: Path, given: Callable[[Path], Any]
+) -> None:
+    # A local header's identity is made when first asked for, from the ``fstat`` of its read:
+    # asked after the file was replaced, it still describes the file the header came from.
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(ORIGINAL)
+    status = path.stat()
+    header = read_header(given(path))
+    replacement = tmp_path / "new.safetensors"
+    replacement.write_bytes(SAME_SIZE)
+    os.replace(replacement, path)
+    assert path.stat().st_ino != status.st_ino
+    said = (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
+    expected = FileIdentity(str(path), len(ORIGINAL), said)
+    assert header.identity == expected
+    assert header.identity is header.identity  # made once, then kept
+    assert pickle.loads(pickle.dumps(header)).identity == expected
+    _changed(lambda: open_file(path, header=header).read_tensors())
+
+
 def test_identify_pins_the_first_and_holds_every_later_reply_to_it() -> None:
     from safetensors_header._sources.base import RangeFile
     from safetensors_header._sources.options import Options

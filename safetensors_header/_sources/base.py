@@ -23,7 +23,7 @@ import _thread
 
 from .._errors import HeaderError
 from .._format import bytes_needed
-from .._header import FileIdentity
+from .._header import FileIdentity, defer_identity
 from .._parser import parse_header
 from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
@@ -379,7 +379,7 @@ def read_from(
 
 def identified(header: Header, identity: FileIdentity) -> Header:
     """`header`, just made and not yet seen by anyone, with the identity it was read with."""
-    object.__setattr__(header, "identity", identity)  # (cheaper than a copy, and as safe)
+    defer_identity(header, identity)  # (cheaper than a copy, and as safe)
     return header
 
 

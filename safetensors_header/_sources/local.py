@@ -16,7 +16,7 @@ import os
 import stat
 
 from .._errors import HeaderError
-from .._header import make_identity
+from .._header import defer_identity, make_identity
 from .._parser import parse_file_start, parse_header
 from .base import RangeFile, ShortRead, header_of, identified
 from .options import LOCAL_GAP
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any, Final, NoReturn
 
-    from .._header import Header
+    from .._header import FileIdentity, Header
     from .options import Clock, Options
     from .planning import Read
 
@@ -66,7 +66,6 @@ _PARALLEL: Final = 32 << 20
 _PART: Final = 8 << 20
 _IOV_MAX: Final = 1024  # buffers per preadv call (POSIX's minimum IOV_MAX is 16; Linux's 1024)
 _pread: Callable[[int, int, int], bytes] | None = getattr(os, "pread", None)
-_set: Final = object.__setattr__  # a header just made gets its identity (`base.identified`)
 
 
 def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> Header:
@@ -77,7 +76,23 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
     descriptor = os.open(path, _OPEN_FLAGS)
     try:
         status = os.fstat(descriptor)
-        if stat.S_ISFIFO(status.st_mode) or stat.S_ISCHR(status.st_mode):
+        if stat.S_ISREG(status.st_mode):
+            # `header_at`'s first read, inline: the common case touches as little code as it
+            # can (a small header's read is mostly what it fetches back into the caches).
+            size = status.st_size
+            first = size if size < FILE_FIRST_READ else FILE_FIRST_READ
+            parsed = parse_file_start(os.read(descriptor, first), size, limit)
+            header = None
+            if not isinstance(parsed, int):
+                header = parsed
+            elif _pread is not None:  # `parsed` is a longer header's whole length
+                whole = _pread(descriptor, parsed, 0)
+                if len(whole) == parsed:
+                    header = parse_header(whole, file_size=size, max_header_size=limit)
+            if header is not None:
+                defer_identity(header, (_path_identity, path, status))
+                return header
+        elif stat.S_ISFIFO(status.st_mode) or stat.S_ISCHR(status.st_mode):
             # A pipe is read from this very descriptor: opened again, it would wait for a
             # writer that may have written and gone (its bytes with the first reader).
             from .options import Clock, Options
@@ -87,23 +102,6 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
             with stream:
                 file = StreamFile(stream, Options(), shown=os.fsdecode(path))
                 return header_of(file, limit, Clock(None))
-        if stat.S_ISREG(status.st_mode):
-            # `header_at`'s first read, inline: the common case touches as little code as it
-            # can (a small header's read is mostly what it fetches back into the caches).
-            size = status.st_size
-            parsed = parse_file_start(os.read(descriptor, min(size, FILE_FIRST_READ)), size, limit)
-            header = None
-            if not isinstance(parsed, int):
-                header = parsed
-            elif _pread is not None:
-                whole = _pread(descriptor, parsed, 0)
-                if len(whole) == parsed:
-                    header = parse_header(whole, file_size=size, max_header_size=limit)
-            if header is not None:
-                location = path if type(path) is str else os.fsdecode(path)
-                identity = make_identity(location, size, stat_validators(status), None)
-                _set(header, "identity", identity)
-                return header
     finally:
         if descriptor >= 0:
             os.close(descriptor)
@@ -111,6 +109,14 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
 
     # A longer header cut meanwhile, a block device: the general loop.
     return header_of(PathFile(path, Options()), limit, Clock(None))
+
+
+def _path_identity(
+    path: str | os.PathLike[str] | os.PathLike[bytes], status: os.stat_result
+) -> FileIdentity:
+    """The identity of the file at `path`, as `status` (its ``fstat``) says."""
+    location = path if type(path) is str else os.fsdecode(path)
+    return make_identity(location, status.st_size, stat_validators(status), None)
 
 
 def header_at(descriptor: int, size: int, limit: int) -> Header | None:
