@@ -2,6 +2,12 @@
 
     PYTHONPATH=$PWD python benchmarks/bench_plan.py [--size 1000] [--rounds 5]
 
+* ``plan``: planning alone, on a Llama-3-70B-shaped checkpoint (80 layers, BF16, 141 GB in
+  28 shards of at most 5 GiB, sparse files: only the headers are written): each of the 8
+  ranks' ``plan_reads(checkpoint, split_tensors(rank, 8))``, with the local default gap
+  (4 KiB: the rows of a row-parallel split stay apart, a request each) and with 1 MiB (a
+  URL's: they are joined). Seconds per plan (median and range over the rounds' mean over
+  the ranks), requests, and the peak memory of one plan (tracemalloc).
 * ``ranks``: for 1, 2, 4 and 8 ranks of Megatron's tensor-parallel layout, over loopback HTTP
   (nginx from the system's packages when it is there, else a threaded Python server), each
   rank's ``numpy.load_rank`` (a read plan: its rows, or its runs of rows, and nothing else)
@@ -20,11 +26,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +44,7 @@ from bench_load import INDEX, SHARDS, http_server, make_checkpoint, table, timed
 import safetensors_header
 from safetensors_header import (
     TensorInfo,
+    encode_header,
     hash_tensors,
     plan_reads,
     read_checkpoint,
@@ -41,6 +53,90 @@ from safetensors_header import (
 from safetensors_header.numpy import load, load_rank
 
 CHUNK = 8 << 20
+# Llama-3-70B: hidden size, MLP size, key/value heads' width, layers, vocabulary.
+HIDDEN, MLP, KV, LAYERS, VOCAB = 8192, 28672, 1024, 80, 128256
+SHARD = 5 << 30
+
+
+def llama_70b(folder: Path) -> Path:
+    """A sparse Llama-3-70B-shaped checkpoint (kept if there): headers, and holes."""
+    stamp = folder / "made"
+    if stamp.exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, list[int]] = {"model.embed_tokens.weight": [VOCAB, HIDDEN]}
+    for layer in range(LAYERS):
+        at = f"model.layers.{layer}."
+        tensors |= {
+            at + "input_layernorm.weight": [HIDDEN],
+            at + "self_attn.q_proj.weight": [HIDDEN, HIDDEN],
+            at + "self_attn.k_proj.weight": [KV, HIDDEN],
+            at + "self_attn.v_proj.weight": [KV, HIDDEN],
+            at + "self_attn.o_proj.weight": [HIDDEN, HIDDEN],
+            at + "post_attention_layernorm.weight": [HIDDEN],
+            at + "mlp.gate_proj.weight": [MLP, HIDDEN],
+            at + "mlp.up_proj.weight": [MLP, HIDDEN],
+            at + "mlp.down_proj.weight": [HIDDEN, MLP],
+        }
+    tensors |= {"model.norm.weight": [HIDDEN], "lm_head.weight": [VOCAB, HIDDEN]}
+    shards: list[dict[str, list[int]]] = [{}]
+    size = 0
+    for name, shape in tensors.items():
+        nbytes = 2 * math.prod(shape)
+        if shards[-1] and size + nbytes > SHARD:
+            shards.append({})
+            size = 0
+        shards[-1][name] = shape
+        size += nbytes
+    weight_map = {}
+    for number, members in enumerate(shards, 1):
+        file = f"model-{number:05d}-of-{len(shards):05d}.safetensors"
+        header = encode_header({name: ("BF16", shape) for name, shape in members.items()})
+        with open(folder / file, "wb") as out:
+            out.write(header)
+            out.truncate(len(header) + sum(2 * math.prod(s) for s in members.values()))
+        weight_map |= dict.fromkeys(members, file)
+    (folder / INDEX).write_text(json.dumps({"weight_map": weight_map}))
+    stamp.touch()
+    return folder
+
+
+def part_plan(cache: Path, rounds: int) -> None:
+    folder = llama_70b(cache / "llama-70b-sparse")
+    checkpoint = read_checkpoint(folder)
+    total = sum(header.data_size for header in checkpoint.files.values())
+    world = 8
+    print(
+        f"## an {world}-way plan of a Llama-3-70B-shaped checkpoint ({total / 1e9:.1f} GB, "
+        f"{len(checkpoint.files)} files, {len(checkpoint.weight_map):,} tensors)\n"
+    )
+    print(
+        "| gap | seconds a plan (median, range) | requests a rank | bytes a rank reads | "
+        "runs a rank asks | peak memory of a plan |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for gap in (None, 1 << 20):
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            plans = [
+                plan_reads(checkpoint, split_tensors(rank, world), gap=gap) for rank in range(world)
+            ]
+            times.append((time.perf_counter() - start) / world)
+        tracemalloc.start()
+        plan = plan_reads(checkpoint, split_tensors(3, world), gap=gap)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        requests = sum(len(plan.requests) for plan in plans) / world
+        read = sum(plan.bytes_read for plan in plans) / world
+        runs = sum(len(tensor.ranges) for plan in plans for tensor in plan.tensors) / world
+        shown = "4 KiB (local default)" if gap is None else f"{gap >> 20} MiB"
+        print(
+            f"| {shown} | {statistics.median(times):.4f} ({min(times):.4f}-{max(times):.4f}) "
+            f"| {requests:,.0f} | {read:,.0f} | {runs:,.0f} | {peak / 2**20:.2f} MiB |"
+        )
+        del plan
+    print()
 
 
 def part_ranks(folder: Path, rounds: int) -> None:
@@ -132,7 +228,7 @@ def part_hash(folder: Path, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default="ranks,hash")
+    parser.add_argument("--parts", default="plan,ranks,hash")
     parser.add_argument("--size", type=int, default=1000, help="MB of tensors (default 1000)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
@@ -142,10 +238,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     folder = args.cache / f"checkpoint-{args.size}"
-    make_checkpoint(folder, args.size)
     print(f"safetensors_header {safetensors_header.__version__} from {safetensors_header.__file__}")
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; {args.rounds} rounds\n")
+    print(
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}; {args.rounds} rounds\n"
+    )
     parts = args.parts.split(",")
+    if "plan" in parts:
+        part_plan(args.cache, args.rounds)
+    if {"ranks", "hash"} & set(parts):
+        make_checkpoint(folder, args.size)
     if "ranks" in parts:
         part_ranks(folder, args.rounds)
     if "hash" in parts:

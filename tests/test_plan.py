@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from safetensors_header import (  # noqa: E402
     Checkpoint,
     ReadPlan,
     Split,
+    encode_header,
     plan_reads,
     read_checkpoint,
+    read_header,
     split_tensors,
     write_file,
 )
@@ -296,3 +299,198 @@ def test_any_basic_index_reads_numpys_slice(
     streams = min(workers, max(4, 2 * (os.cpu_count() or 1)))
     longest = max(part, min(4 * part, -(-plan.bytes_read // streams)))
     assert all(stop - start <= longest for _, start, stop in plan.requests)
+
+
+# --- merged requests, against the plan made a run at a time ---------------------------------
+
+
+def _one_run_at_a_time(
+    runs: list[tuple[int, int]],
+    *,
+    joinable: int,
+    over: float | None,
+    most: int | None,
+    part: int,
+    workers: int,
+) -> list[tuple[int, int]] | str:
+    """The rules of `plan_reads` for one file, applied to a list of every run (the plan
+    before runs were held as blocks): touching runs merged, gaps joined smallest first (the
+    first of equal ones first) up to `joinable` bytes then down to `most` requests, within
+    `over`; spans cut into parts. The requests, or the ValueError's message."""
+    merged: list[tuple[int, int]] = []
+    for offset, length in sorted(runs):
+        if not length:
+            continue
+        if merged and offset <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], offset + length))
+        else:
+            merged.append((offset, offset + length))
+    asked = sum(stop - start for start, stop in merged)
+    budget = float("inf") if over is None else over * asked
+    order = sorted(range(len(merged) - 1), key=lambda i: (merged[i + 1][0] - merged[i][1], i))
+    joined: set[int] = set()
+    extra = 0
+    for i in order:
+        gap = merged[i + 1][0] - merged[i][1]
+        too_many = most is not None and len(merged) - len(joined) > most
+        if gap > joinable and not too_many:
+            break
+        if extra + gap > budget:
+            if not too_many:
+                break
+            return f"{len(merged):,} runs cannot be joined into max_requests={most:,}"
+        joined.add(i)
+        extra += gap
+    spans = merged[:1]
+    for i in range(1, len(merged)):
+        if i - 1 in joined:
+            spans[-1] = (spans[-1][0], merged[i][1])
+        else:
+            spans.append(merged[i])
+    total = sum(stop - start for start, stop in spans)
+    streams = min(workers, max(4, 2 * (os.cpu_count() or 1)))
+    longest = max(part, min(4 * part, -(-total // streams)))
+    out = []
+    for start, stop in spans:
+        count = -(-(stop - start) // longest)
+        bounds = [start + (stop - start) * i // count for i in range(count + 1)]
+        out += list(itertools.pairwise(bounds))
+    if most is not None and len(out) > most:
+        return f"{len(out):,} requests of at most"
+    return out
+
+
+_DTYPES = {"F16": np.float16, "F32": np.float32, "U8": np.uint8, "I64": np.int64}
+
+
+@st.composite
+def _layouts(draw: Any) -> tuple[bytes, dict[str, Any]]:
+    """A small file of 1-4 tensors, and what a rank selects of each: a `Split` (along any
+    axis, of any world) or, now and then, a basic index or the whole tensor."""
+    count = draw(st.integers(1, 4))
+    tensors: dict[str, tuple[str, list[int]]] = {}
+    select: dict[str, Any] = {}
+    for i in range(count):
+        dtype = draw(st.sampled_from(sorted(_DTYPES)))
+        shape = draw(st.lists(st.integers(0, 9), min_size=0, max_size=3))
+        tensors[f"t{i}"] = (dtype, shape)
+        world = draw(st.integers(1, 5))
+        choice = draw(st.integers(0, 9))
+        if choice == 0:
+            select[f"t{i}"] = None
+        elif choice == 1 and shape:
+            select[f"t{i}"] = (slice(None, None, draw(st.sampled_from([1, 2, -1]))),) * len(shape)
+        else:
+            select[f"t{i}"] = Split(draw(st.integers(0, world - 1)), world, draw(st.integers(0, 3)))
+    header = encode_header(tensors)
+    size = sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(_DTYPES[dtype]).itemsize
+        for dtype, shape in tensors.values()
+    )
+    return header + bytes(size), select
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    layout=_layouts(),
+    joinable=st.sampled_from([0, 1, 2, 7, 30, 1 << 20]),
+    over=st.sampled_from([None, 0.0, 0.1, 0.5, 3.0]),
+    most=st.sampled_from([None, 1, 2, 5]),
+    part=st.sampled_from([1, 5, 64, 1 << 20]),
+    workers=st.sampled_from([1, 3]),
+)
+def test_merged_requests_are_those_of_a_run_at_a_time(
+    layout: tuple[bytes, dict[str, Any]],
+    *,
+    joinable: int,
+    over: float | None,
+    most: int | None,
+    part: int,
+    workers: int,
+) -> None:
+    data, select = layout
+    header = read_header(data)
+    runs: list[tuple[int, int]] = []
+    for name, selection in select.items():
+        info = header.tensors[name]
+        key = selection.key(info.shape) if isinstance(selection, Split) else selection
+        runs += info.byte_ranges(key) if key is not None else [(info.start, info.nbytes)]
+    expected = _one_run_at_a_time(
+        runs, joinable=joinable, over=over, most=most, part=part, workers=workers
+    )
+    bounds = {"gap": joinable, "max_over_read": over, "max_requests": most}
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            plan_reads(data, select, **bounds, part_size=part, max_workers=workers)
+        return
+    plan = plan_reads(data, select, **bounds, part_size=part, max_workers=workers)
+    assert [(start, stop) for _, start, stop in plan.requests] == expected
+    assert len(plan.requests) == len(expected)
+    assert tuple(plan.requests) == plan.requests
+    assert plan.bytes_read == sum(stop - start for start, stop in expected)
+    for tensor in plan.tensors:  # each tensor's ranges are its selection's, a run at a time
+        info = header.tensors[tensor.name]
+        selection = select[tensor.name]
+        key = selection.key(info.shape) if isinstance(selection, Split) else selection
+        wanted = info.byte_ranges(key) if key is not None else [(info.start, info.nbytes)]
+        assert list(tensor.ranges) == [pair for pair in wanted if pair[1]]
+        assert tensor.nbytes == sum(length for _, length in wanted)
+        assert len(tensor.ranges) == len(list(tensor.ranges))
+    assert pickle.loads(pickle.dumps(plan)) == plan
+
+
+@pytest.mark.parametrize("world", [2, 3, 8])
+@pytest.mark.parametrize("gap", [0, 4096, 1 << 20])
+def test_merged_requests_cover_exactly_what_each_rank_needs(
+    tmp_path: Path, world: int, gap: int
+) -> None:
+    # Llama-70B's projections at a 64th of their width: a row-parallel split makes a run per
+    # row, which a gap of 1 MiB joins into one request a tensor and 0 leaves apart.
+    shapes = {"q_proj": (128, 128), "o_proj": (128, 128), "down_proj": (128, 448)}
+    tensors = {f"l.{name}.weight": ("BF16", list(shape)) for name, shape in shapes.items()}
+    path = tmp_path / "model.safetensors"
+    header = encode_header(tensors)
+    path.write_bytes(header)
+    os.truncate(path, len(header) + 2 * sum(a * b for a, b in shapes.values()))
+    for rank in range(world):
+        plan = plan_reads(path, split_tensors(rank, world), gap=gap)
+        needed = sorted(pair for tensor in plan.tensors for pair in tensor.ranges)
+        spans = [(start, stop) for _, start, stop in plan.requests]
+        assert spans == sorted(spans)
+        # Every byte a tensor needs is in exactly one request; every request begins and ends
+        # with needed bytes, and reads nothing else but gaps of at most `gap` bytes.
+        bytes_needed = {offset + i for offset, length in needed for i in range(length)}
+        for start, stop in spans:
+            assert start in bytes_needed
+            assert stop - 1 in bytes_needed
+            inside = [(o, o + n) for o, n in needed if start <= o < stop]
+            assert all(b <= stop for _, b in inside)
+            assert all(b[0] - a[1] <= gap for a, b in itertools.pairwise(inside))
+        read = [b for start, stop in spans for b in range(start, stop)]
+        assert len(read) == len(set(read))
+        assert bytes_needed <= set(read)
+        rows = sum(1 for tensor in plan.tensors for _ in tensor.ranges)
+        if gap == 1 << 20:
+            assert len(plan.requests) == 1  # the three tensors' rows: one span
+        elif gap == 0:  # no two ranges of a rank touch: a request a range
+            assert len(plan.requests) == rows
+        assert plan.requests_per_file() == {None: len(plan.requests)}
+
+
+def test_equal_gaps_are_joined_first_to_last_up_to_the_bound() -> None:
+    # Rank 0 of 2 along axis 1 of 4 rows of 8 bytes: runs of 4 bytes with gaps of 4 between.
+    data = encode_header({"a": ("U8", [4, 8])}) + bytes(32)
+    start = read_header(data).tensors["a"].start
+    plan = plan_reads(data, {"a": Split(0, 2, axis=1)}, gap=0, max_requests=2)
+    assert list(plan.requests) == [(None, start, start + 20), (None, start + 24, start + 28)]
+    # A bound of exactly the three gaps' bytes (0.75 of the 16 asked) allows all three.
+    plan = plan_reads(data, {"a": Split(0, 2, axis=1)}, gap=0, max_over_read=0.75, max_requests=1)
+    assert list(plan.requests) == [(None, start, start + 28)]
+    assert plan.over_read == 0.75
+    with pytest.raises(ValueError, match=r"4 runs cannot be joined into max_requests=1 .* 75\.0%"):
+        plan_reads(data, {"a": Split(0, 2, axis=1)}, gap=0, max_over_read=0.7, max_requests=1)
+    (tensor,) = plan.tensors
+    assert tensor.ranges == tuple((start + 8 * row, 4) for row in range(4))
+    assert repr(tensor.ranges) == f"Runs(start={start}, length=4, stride=8, number=4)"
+    assert tensor.ranges[-1] == (start + 24, 4)
+    assert tensor.ranges[1:3] == ((start + 8, 4), (start + 16, 4))
