@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
     from ._sources.hub import hub_url
     from ._sources.transport import Transport
+    from ._verify import FileCheck, published_sha256, verify_files
     from ._writer import update_metadata, write_file
 
 # The audit, the checkpoint reader, the data path, read plans, hashes, the model's
@@ -68,6 +69,9 @@ _LAZY = {
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
+    "FileCheck": "_verify",
+    "published_sha256": "_verify",
+    "verify_files": "_verify",
 }
 
 
@@ -99,6 +103,7 @@ __all__ = [
     "DtypeParameters",
     "DtypeTotal",
     "Evidence",
+    "FileCheck",
     "FileIdentity",
     "Finding",
     "Header",
@@ -126,12 +131,14 @@ __all__ = [
     "open_file",
     "parse_header",
     "plan_reads",
+    "published_sha256",
     "read_checkpoint",
     "read_header",
     "read_ranges",
     "read_tensor",
     "split_tensors",
     "update_metadata",
+    "verify_files",
     "verify_tensors",
     "write_file",
 ]

@@ -55,6 +55,7 @@ import time
 from .base import RangeFile, ShortRead
 from .http_exchange import LINKED, Exchange
 from .http_wire import Pool, poolable
+from .hub import linked_sha256
 from .options import REMOTE_GAP
 from .planning import parts, streams, with_segments
 from .threads import run_parallel
@@ -145,16 +146,10 @@ class HttpFile(RangeFile):
 
     @property
     def published_sha256(self) -> str | None:
-        """The file's sha256 as the Hugging Face Hub publishes it (the ``X-Linked-Etag`` of
-        its resolve reply: the LFS object's id), in lower-case hex, once a request has been
-        answered; None for a file the Hub did not redirect (one it serves itself, whose
-        ``ETag`` is a git object's id) or another server."""
-        value = dict(self.validators or ()).get("x-linked-etag")
-        if not isinstance(value, str):
-            return None
-        digest = value.removeprefix("W/").strip('"').lower()
-        hexadecimal = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
-        return digest if hexadecimal else None
+        """The file's sha256 as the Hugging Face Hub publishes it (`hub.linked_sha256`),
+        once a request has been answered; None for a file the Hub did not redirect, or
+        another server."""
+        return linked_sha256(self.validators)
 
     def target(self) -> tuple[str, bool]:
         """Where the next request goes, and whether that is the URL given (whose redirects

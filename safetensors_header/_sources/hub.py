@@ -13,11 +13,11 @@ import re
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Final
 
 __all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_hint", "hub_offline"]
-__all__ += ["hub_repository", "hub_url"]
+__all__ += ["hub_repository", "hub_url", "linked_sha256"]
 
 #: Where the Hub is, unless ``HF_ENDPOINT`` says otherwise (as for huggingface_hub).
 HUB_ENDPOINT = "https://huggingface.co"
@@ -174,6 +174,20 @@ def _parts(url: str) -> tuple[str, str, str, str | None, str]:
     if not org or not repo or "@" in repo or revision == "":
         raise ValueError(f"expected {_FORM}, not {url!r}")
     return kind, org, repo, revision, path
+
+
+def linked_sha256(validators: Iterable[tuple[str, str | int]] | None) -> str | None:
+    """The file's sha256 as the Hub publishes it, from a file's validators: the
+    ``X-Linked-Etag`` of its resolve reply (the LFS object's id), in lower-case hex; None
+    where there is none (a file the Hub serves itself, whose ``ETag`` is a git object's id;
+    another server)."""
+    value = dict(validators or ()).get("x-linked-etag")
+    if not isinstance(value, str):
+        return None
+    digest = value.removeprefix("W/").strip('"').lower()
+    if len(digest) != 64 or digest.strip("0123456789abcdef"):
+        return None
+    return digest
 
 
 _HUB_HINTS: Final = {
