@@ -11,10 +11,12 @@ sharding, tensor order, metadata and padding leave unchanged; and in the same pa
 hash each file whole (``sha256sum``'s digest, which the Hub publishes). Every digest is
 defined in docs/integrity.md, byte for byte.
 
-Speed: the bytes are read a piece at a time into a buffer that stays in the core's cache
-(`_PIECE`), and hashed there, on every core: hashlib and blake3 let go of the GIL for large
-buffers. A whole file's digest is one sequence: its pieces are read and hashed in order by
-one thread while a second hashes the same pieces into the tensors' digests.
+Speed: a local file is hashed through a read-only map of it, so its bytes come from the page
+cache without a copy (a copy costs a fifth of sha256's time; a map's page faults less), on
+every core: the largest tensors first, a piece (`_PIECE`) at a time, hashlib and blake3
+letting go of the GIL. Any other source is read a piece at a time into each worker's buffer.
+A whole file's digest is one sequence: one thread hashes its pieces in order while a second
+hashes the same pieces into the tensors' digests.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ if TYPE_CHECKING:
         def hexdigest(self) -> str: ...
 
 
-# Bytes read and hashed at a time from a local file: in the core's L2 cache when hashed.
-# benchmarks/bench_hash.py measured 1 MiB pieces against 8 MiB ones (see its README).
+# Bytes hashed at a time: a view of a local file's map (for the progress, the deadline, the
+# hand-off between a whole file's two threads, the pages let go once hashed), or a piece
+# read into a thread's buffer from any other source. With a map the size matters little
+# (1 to 16 MiB within the noise: benchmarks/README.md); a copy's, read through the data
+# path, costs a call each, and 1 MiB is as fast as 256 KiB, which fits this machine's L2.
 _PIECE: Final = 1 << 20
 # A source whose requests cost more (a URL, an object store: its `gap`, the bytes a request
 # is worth) is read in pieces of at least this many of its gaps: 8 MiB for a URL.
@@ -251,9 +256,10 @@ def hash_tensors(
     cores = os.cpu_count() or 1
     workers = max_workers or max(2, cores)
     # blake3's own threads take the cores the workers leave: with a worker a core, one each
-    # (on 2 cores, 1 MiB pieces: 2 workers of 1 thread took 0.29-0.32 s for 1.6 GB, of
-    # blake3's AUTO threads 0.37-0.47 s); with one worker, every core.
+    # (its threads cost more processor time for the same bytes: benchmarks/README.md); with
+    # one worker, every core; and every core for a tensor too large to share (below).
     new = _hasher(algorithm, max(1, cores // workers))
+    wide = _hasher(algorithm, cores) if algorithm == BLAKE3 and workers > 1 else new
     named = files_of(source, **transport)
     infos = [(file, info) for _, file in named for info in file.header.tensors.values()]
     deadline = _Deadline(timeout)
@@ -274,11 +280,15 @@ def hash_tensors(
             jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
             _run_parallel(hash_file, jobs, max(1, workers // 2))
         else:
+            # A tensor larger than a worker's share would keep one core busy after the
+            # others are done: blake3 spreads it over all of them (sha256 cannot).
+            share = sum(info.nbytes for _, info in infos) / workers
 
             def hash_tensor(index: int) -> None:
                 file, info = infos[index]
                 data = datas[id(file)]
-                digests[info.name] = _tensor_digest(data, info, new, deadline, tick)
+                maker = wide if info.nbytes > share else new
+                digests[info.name] = _tensor_digest(data, info, maker, deadline, tick)
 
             # The largest tensors first, so that the workers finish together.
             order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
@@ -380,10 +390,12 @@ class _Bytes:
     page cache's own pages, no copy), or, from any other source, pieces read into a buffer
     of the caller's through the data path (each read checked to be of the same file).
 
-    A map costs its page faults, about what a copy costs, but the copy's time is the
-    processor's own and the faults' are fewer (fault-around maps 16 pages at once, a large
-    folio whole); see benchmarks/README.md. The map is of the file the header was read from
+    A map costs its page faults and its unmapping, a little less than a copy costs (for
+    1.48 GB in the page cache, about 0.15 s of processor time against 0.20 s: sha256 takes
+    1.0 s; benchmarks/README.md). The map is of the file the header was read from
     (`map_file` checks its identity); `close` checks it again, once every piece is hashed.
+    A file cut short while it is mapped ends the process (SIGBUS), as for any reader of a
+    map: numpy's, torch's, the reference's.
     """
 
     def __init__(self, file: SafetensorsFile) -> None:
@@ -391,6 +403,11 @@ class _Bytes:
         self.map = _map(file)
         self.view = None if self.map is None else memoryview(self.map)
         self.size = _PIECE if self.view is not None else _piece_size(file)
+        import mmap
+
+        self.page = mmap.PAGESIZE
+        # A map's pages let go (the map's only: the file's stay in the page cache).
+        self.dontneed: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
     def read(
         self, at: int, count: int, buffer: memoryview | None, deadline: _Deadline
@@ -403,6 +420,16 @@ class _Bytes:
         piece = buffer[:count]
         self.file.read_ranges([(at, count)], into=[piece], gap=0, timeout=left)
         return piece
+
+    def hashed(self, at: int, count: int) -> None:
+        """``[at, at + count)`` is hashed: its whole pages are unmapped now, by the worker
+        that hashed them (the unmapping is spread over the cores, not left to the end)."""
+        if self.map is None or self.dontneed is None:
+            return
+        page = self.page
+        low, high = -(-at // page) * page, (at + count) // page * page
+        if high > low:
+            self.map.madvise(self.dontneed, low, high - low)
 
     def buffer(self) -> memoryview | None:
         """The calling thread's buffer for `read` (None for a map: nothing to copy into)."""
@@ -430,7 +457,7 @@ def _map(file: SafetensorsFile) -> mmap.mmap | None:
     path = file.local_path
     if path is None:
         return None
-    import mmap
+    import mmap  # (not at import: its cost)
 
     try:
         found = map_file(path, header=file.header)
@@ -453,6 +480,7 @@ def _tensor_digest(
     buffer = data.buffer()
     for at, count in _pieces(info.start, info.end, data.size):
         hasher.update(data.read(at, count, buffer, deadline))
+        data.hashed(at, count)
         if tick is not None:
             tick(count)
     return hasher.digest()
@@ -513,6 +541,7 @@ def _whole_file(
                         next_tensor = index + 1
                     index += 1
                 del piece, item
+                data.hashed(at, end - at)  # (hashed whole already, by the reading thread)
                 free.put(buffer)
         except BaseException as error:  # re-raised by the reading thread
             failed.append(error)

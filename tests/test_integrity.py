@@ -430,6 +430,12 @@ def test_blake3_digests_are_the_packages(tmp_path: Path) -> None:
     assert verify_tensors(folder, json.loads(json.dumps(hashes.manifest()))) == {}
     # One worker: blake3's own threads on every core; the same digests.
     assert hash_tensors(folder, algorithm="blake3", files=True, max_workers=1) == hashes
+    # A tensor larger than a worker's share: hashed on blake3's threads; the same digest.
+    large = {"large": ("U8", (3 << 20,), bytes(range(256)) * (3 << 12)), **tensors}
+    path = _save(tmp_path / "large", large, 1)
+    for workers in (1, 2, 3):
+        found = hash_tensors(path, algorithm="blake3", max_workers=workers)
+        assert found.tensors["large"] == blake3.blake3(large["large"][2]).hexdigest()
 
 
 def test_blake3_without_its_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
