@@ -189,6 +189,7 @@ def test_validate_json(tmp_path: Path) -> None:
         "problems": [],
         "other_files": [],
         "hashes": None,
+        "hub": None,
     }
     assert wrong["valid"] is False
     assert wrong["error"]["kind"] == "TensorInvalidInfo"

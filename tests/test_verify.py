@@ -211,3 +211,56 @@ def test_the_record() -> None:
 def test_transport_keywords_are_checked(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'timeot'"):
         verify_files(tmp_path, repo="o/r", timeot=1)  # type: ignore[call-arg]
+
+
+def test_validate_against_the_hub(
+    loopback_hub: Site, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header._cli import main
+
+    _publish(loopback_hub, "org/model", "v2")
+    folder = _copy(tmp_path / "copy")
+    assert main(["validate", "--against-hub", str(folder), "--repo", "org/model@v2"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == f"{folder}: ok (2 tensors), 2 files as the Hub publishes"
+    # A byte of the second shard's data changed: that file is named, the status is 1.
+    _flip(folder / NAMES[1], -1 % len(SHARDS[NAMES[1]]))
+    assert main(["validate", "--against-hub", str(folder), "--repo", "org/model@v2"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{folder}: hub: 1 file not the Hub's"
+    assert lines[1].startswith(f"{folder}: hub: {NAMES[1]}: sha256 ")
+    assert f"but the Hub publishes {_sha256(SHARDS[NAMES[1]])}" in lines[1]
+    # The header's first byte: the file cannot be read, and the Hub's check still names it.
+    _flip(folder / NAMES[1], -1 % len(SHARDS[NAMES[1]]))
+    _flip(folder / NAMES[0], 0)
+    assert main(["validate", "--json", "--against-hub", str(folder), "--repo", "org/model@v2"]) == 1
+    [document] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert document["valid"] is False
+    assert document["error"] is not None
+    assert [(item["file"], item["matches"]) for item in document["hub"]] == [
+        (NAMES[0], False),
+        (NAMES[1], True),
+    ]
+
+
+def test_validate_against_the_hub_without_a_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header._cli import main
+
+    folder = _copy(tmp_path / "copy")
+    assert main(["validate", "--against-hub", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert "say which repository it is a copy of" in out
+
+
+def test_validate_an_hf_repository_against_the_hub(
+    loopback_hub: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors_header._cli import main
+
+    _publish(loopback_hub)
+    assert main(["validate", "--against-hub", "org/model"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "hf://org/model: ok (2 tensors), 2 files as the Hub publishes"
+    )

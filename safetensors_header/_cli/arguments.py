@@ -82,10 +82,15 @@ examples:
   {PROG} validate model.safetensors
   {PROG} validate --strict ./checkpoint-dir *.safetensors
   {PROG} validate --json *.safetensors | jq 'select(.valid | not)'
+  {PROG} validate --against-hub org/name
+  {PROG} validate --against-hub models--org--name/snapshots/*
+  {PROG} validate --against-hub ./copy --repo org/name@main
 
 One line per SOURCE (PATH: ok, or PATH: KIND: message), then one per warning or --strict
 finding, each starting with PATH. Warnings (an index whose total_size is wrong, a tensor
-the index does not list) leave the exit status alone unless --strict is given.
+the index does not list) leave the exit status alone unless --strict is given. With
+--against-hub, one line per file whose sha256 is not the one the Hub publishes
+(PATH: hub: FILE: ...).
 
 {_VALIDATE_STATUS}"""
 
@@ -251,6 +256,17 @@ def _validate_arguments(validate: argparse.ArgumentParser) -> None:
         "--hashes",
         metavar="MANIFEST",
         help="also check every tensor's bytes against a manifest of hash --json",
+    )
+    validate.add_argument(
+        "--against-hub",
+        action="store_true",
+        help="also compare each file's sha256 with the one the Hugging Face Hub publishes "
+        "(hf:// sources, copies in the Hub's cache, others with --repo)",
+    )
+    validate.add_argument(
+        "--repo",
+        metavar="ORG/NAME[@REVISION]",
+        help="with --against-hub: the Hub repository a local SOURCE is a copy of",
     )
 
 

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from .._audit import Finding
     from .._hashes import TensorHashes
+    from .._verify import FileCheck
 
 
 class _Verdict:
@@ -34,10 +35,13 @@ class _Verdict:
         self.problems: list[Finding] = []  # of a checkpoint: warnings, failures when strict
         self.other_files: list[str] = []
         self.hashes: dict[str, str] | None = None  # with --hashes: tensor -> how it differs
+        self.hub: list[FileCheck] | None = None  # with --against-hub: every file's
 
     @property
     def valid(self) -> bool:
         if self.failure is not None or self.findings or self.hashes:
+            return False
+        if self.hub is not None and not all(check.matches for check in self.hub):
             return False
         return not (self.strict and self.problems)
 
@@ -51,20 +55,37 @@ class _Verdict:
             "problems": [finding_document(problem) for problem in self.problems],
             "other_files": self.other_files,
             "hashes": self.hashes,
+            "hub": None
+            if self.hub is None
+            else [
+                {
+                    "file": check.name,
+                    "sha256": check.sha256,
+                    "published": check.published,
+                    "matches": check.matches,
+                }
+                for check in self.hub
+            ],
         }
 
     def lines(self) -> list[str]:
         where = shown_source(self.source)
+        hub = [check for check in self.hub or () if not check.matches]
+        against = [f"{where}: hub: {check.name}: {check.verdict}" for check in hub]
         if self.failure is not None:
-            return [f"{where}: {_verdict(self.failure)}"]
+            return [f"{where}: {_verdict(self.failure)}", *against]
         strict = [*self.findings, *self.problems] if self.strict else self.findings
         warnings = [] if self.strict else self.problems
         if strict:
             first = f"{where}: strict: {count(len(strict), 'finding')}"
         elif self.hashes:
             first = f"{where}: hashes: {count(len(self.hashes), 'tensor')} not as the manifest says"
+        elif hub:
+            first = f"{where}: hub: {count(len(hub), 'file')} not the Hub's"
         else:
             first = f"{where}: ok ({count(self.tensors or 0, 'tensor')})"
+            if self.hub:
+                first += f", {count(len(self.hub), 'file')} as the Hub publishes"
             if warnings:
                 first += f", {count(len(warnings), 'warning')}"
         return [
@@ -72,6 +93,7 @@ class _Verdict:
             *(f"{where}: strict: {finding.kind}: {finding.message}" for finding in strict),
             *(f"{where}: warning: {problem.kind}: {problem.message}" for problem in warnings),
             *(f"{where}: hashes: {name}: {how}" for name, how in (self.hashes or {}).items()),
+            *against,
             *(
                 [f"{where}: note: also in the directory, not read: {listed(self.other_files)}"]
                 if self.other_files
@@ -110,6 +132,12 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
                     verdict.hashes = expected.differences(found)
         except Failure as failure:
             verdict.failure = failure
+        if args.against_hub:
+            # Even for a file that could not be read: which file differs is the answer.
+            try:
+                verdict.hub = _against_hub(source, args.repo)
+            except Failure as failure:
+                verdict.failure = verdict.failure or failure
         if not verdict.valid:
             status = 1
         if args.json:
@@ -118,6 +146,19 @@ def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             for line in verdict.lines():
                 out.line(line)
     return status
+
+
+def _against_hub(source: str, repo: str | None) -> list[FileCheck]:
+    """Every file of SOURCE compared with the Hub's sha256 (`verify_files`)."""
+    from .._verify import verify_files
+
+    name, _, revision = (repo or "").partition("@")
+    try:
+        return list(verify_files(source, repo=name or None, revision=revision or None))
+    except (HeaderError, OSError) as error:
+        raise failure_of(error, source) from None
+    except ValueError as error:
+        raise failure_from(error) from None
 
 
 def _manifest_for(
