@@ -15,7 +15,7 @@ import pytest
 from helpers import build, tensor
 from loopback import Site
 
-from safetensors_header import HeaderError, open_file, read_checkpoint
+from safetensors_header import HeaderError, RemoteError, open_file, read_checkpoint
 from safetensors_header._sources import open_source
 from safetensors_header._sources.http_file import HttpFile
 from safetensors_header._sources.options import Clock, Options
@@ -283,3 +283,15 @@ def test_a_dask_worker_reads_a_file_whose_signature_expired(loopback_hub: Site) 
     assert got == _payload(data)
     assert _resolves(hub, path) == 2  # the header's, and the worker's
     assert _refused(hub) == 0
+
+
+def test_a_refusal_from_the_url_given_is_not_asked_again(site: Site) -> None:
+    """Only a URL redirected to is asked for again: a 403 from the URL given is the answer."""
+    data = _file(40)
+    site.files["model.safetensors"] = data
+    file = open_file(site.url("model.safetensors"))
+    site.failures = [403]
+    with pytest.raises(RemoteError, match="403 Forbidden") as info:
+        file.read_tensor("w")
+    assert info.value.status == 403
+    assert [hit.status for hit in site.done(2)] == [206, 403]

@@ -375,7 +375,7 @@ class Exchange:
                         return self._attempt(
                             start, stop, segments, rest, ranged=False, header=header
                         )
-                if error.code in _REFUSED_SIGNATURE and not resolving and not again:
+                if error.code in _REFUSED_SIGNATURE and url != file.url and not again:
                     # A signed URL past its life, or refused: the URL given is asked again
                     # (its identity still pinned), for the same bytes.
                     file.refused(url)
