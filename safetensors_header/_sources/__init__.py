@@ -96,6 +96,9 @@ def _is_hub(source: object) -> bool:
 
 
 def _hub(source: str, options: Options) -> RangeFile:
+    from .hub import online
+
+    online(source)  # (offline: the error before the HTTP modules are imported)
     from .hub_files import hub_file
 
     return hub_file(source, options)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Final
 
 __all__ = ["HUB_ENDPOINT", "REPOSITORY_NAMES", "hub_headers", "hub_hint", "hub_offline"]
-__all__ += ["hub_repository", "hub_url", "linked_sha256"]
+__all__ += ["hub_repository", "hub_url", "linked_sha256", "online"]
 
 #: Where the Hub is, unless ``HF_ENDPOINT`` says otherwise (as for huggingface_hub).
 HUB_ENDPOINT = "https://huggingface.co"
@@ -105,6 +105,21 @@ def hub_offline() -> bool:
         if value:
             return value.strip().upper() in _TRUE
     return False
+
+
+def online(path: str, /) -> None:
+    """Nothing, unless `hub_offline`: then the `RemoteError` of an ``hf://`` path offline,
+    raised before anything of HTTP is imported or asked."""
+    if not hub_offline():
+        return
+    from .._errors import RemoteError
+
+    raise RemoteError(
+        f"{path} is on the Hugging Face Hub, and HF_HUB_OFFLINE is set: nothing is asked of "
+        "the Hub offline (read a local copy, such as the file's path in the Hub's cache, or "
+        "unset HF_HUB_OFFLINE)",
+        url=path,
+    )
 
 
 def hub_headers(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .base import RangeFile
 from .http_file import HttpFile
-from .hub import REPOSITORY_NAMES, hub_headers, hub_offline, hub_repository, hub_url
+from .hub import REPOSITORY_NAMES, hub_headers, hub_repository, hub_url, online
 from .urls import beside
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -28,15 +28,7 @@ def hub_file(path: str, options: Options) -> RangeFile:
     huggingface_hub unused. ``storage_options`` may hold ``token`` (a string, False for
     none, True for the saved one) and ``endpoint``. A repository named without a file is a
     `HubRepository`. With ``HF_HUB_OFFLINE`` set, a `RemoteError` before any request."""
-    if hub_offline():
-        from .._errors import RemoteError
-
-        raise RemoteError(
-            f"{path} is on the Hugging Face Hub, and HF_HUB_OFFLINE is set: nothing is asked "
-            "of the Hub offline (read a local copy, such as the file's path in the Hub's "
-            "cache, or unset HF_HUB_OFFLINE)",
-            url=path,
-        )
+    online(path)
     extra = dict(options.storage_options or {})
     token, endpoint = extra.pop("token", None), extra.pop("endpoint", None)
     if extra:
