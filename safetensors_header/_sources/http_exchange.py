@@ -6,7 +6,10 @@ against the request (a ``206``'s ``Content-Range`` and ``Content-Length``, a ``2
 as the whole file, a ``416`` answered from its ``Content-Range``, a body in a transfer
 coding, a ``Content-Encoding`` or a multipart envelope refused), its body read with
 ``readinto`` straight into the caller's memory (`fill`), and transient failures (a
-connection error, a timeout, a body cut short, a 5xx) retried within the call's `Clock`.
+connection error, a timeout, a body cut short, a 5xx) retried within the call's `Clock`. A
+rate limit (a 429, or a 503 with ``Retry-After``) is waited out as long as the server asks,
+within that clock, without using a retry; a 401, 403 or 410 from the URL a file was
+redirected to (a signed URL past its life) sends the request to the URL given again, once.
 What a reply says of the file goes to the file (`HttpFile.answered`): the exchange keeps
 nothing of it. The wire it travels on is `http_wire`'s.
 """
