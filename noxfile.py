@@ -59,10 +59,19 @@ REPORTED = [
 
 # The suite on every core, an idle worker taking queued tests from a busy one (pytest-xdist).
 EVERY_CORE = ["-n", "auto", "--dist", "worksteal"]
-# The tests marked slow (stress runs, large files, many processes: about two minutes of a
-# session on 2 cores) run on the main Python and the oldest and newest ones; the sessions that
-# change only the libraries, or a Python between, leave them out.
+# The tests marked slow (stress runs, large files, many processes) run in the main session;
+# the others leave them out.
 QUICK = ["-m", "not slow"]
+# The docs pages' examples (each a fresh process that imports its libraries) run in the main
+# session and against the oldest and the newest libraries, where an API they call may differ;
+# the sessions of another Python leave them out (the README's run everywhere).
+QUICK_WITHOUT_DOCS = ["-m", "not slow and not docs"]
+
+# A child process that imports numpy, zarr and xarray compiles them again (5 s, against 1.4 s
+# with their bytecode cached) when PYTHONDONTWRITEBYTECODE is set, as some shells and CI
+# machines set it: uv installs no bytecode, and the suite starts a few hundred such processes
+# (its examples, its command-line tests, its workers). The sessions let Python cache it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
 nox.options.sessions = ["tests", "oldest", "newest", "lint", "docs", "torch", "jax"]
@@ -154,8 +163,7 @@ def tests(session: nox.Session) -> None:
     else:
         session.install("-e", ".[test]")
         _report_versions(session)
-        between = [] if session.python in (PYTHONS[0], PYTHONS[-1]) else QUICK
-        session.run("python", "-m", "pytest", *EVERY_CORE, *between, *session.posargs)
+        session.run("python", "-m", "pytest", *EVERY_CORE, *QUICK_WITHOUT_DOCS, *session.posargs)
 
 
 @nox.session(python=OLDEST_PYTHON)

@@ -48,6 +48,10 @@ def runnable() -> list[object]:
     for page, number, block in EXAMPLES:
         reason = next((f"needs {m[1]}" for m in NEEDS_LINE.finditer(block)), None)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
+        if page != "README":
+            marks.append(pytest.mark.docs)
+        if "LocalCluster(" in block:  # worker processes start: seconds
+            marks.append(pytest.mark.slow)
         name = "block" if page == "README" else page
         cases.append(pytest.param(page, block, id=f"{name}-{number}", marks=marks))
     return cases

@@ -1023,6 +1023,7 @@ def _changing(path: Path, *, in_place: bool, deadline: float) -> None:
             pass  # until a temporary file appears
 
 
+@pytest.mark.slow  # 24 processes started and killed
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize(
     ("in_place", "trials"), [(True, 14), (False, 8)], ids=["in-place", "rename"]
