@@ -295,3 +295,18 @@ def test_a_refusal_from_the_url_given_is_not_asked_again(site: Site) -> None:
         file.read_tensor("w")
     assert info.value.status == 403
     assert [hit.status for hit in site.done(2)] == [206, 403]
+
+
+def test_a_document_behind_a_refused_signature_is_asked_for_again(loopback_hub: Site) -> None:
+    """A small whole file (an index) kept in LFS: read again after its signature expired."""
+    cdn = loopback_hub.cdn
+    assert cdn is not None
+    index = json.dumps({"weight_map": {"w": "model.safetensors"}}).encode()
+    path = "org/repo/resolve/main/model.safetensors.index.json"
+    loopback_hub.linked[path] = index
+    file = open_source("hf://org/repo/model.safetensors.index.json", Options())
+    assert file.document(1 << 20, Clock(5)) == index
+    cdn.signatures.clear()
+    assert file.document(1 << 20, Clock(5)) == index
+    assert [hit.status for hit in cdn.hits] == [200, 403, 200]
+    assert _resolves(loopback_hub, path) == 2

@@ -233,19 +233,22 @@ class Exchange:
         response.hops = request.hops  # type: ignore[attr-defined]
         return response
 
-    def _whole_document(self, limit: int) -> bytes:
+    def _whole_document(self, limit: int, *, again: bool = False) -> bytes:
         import urllib.error
 
+        file = self.file
+        url, resolving = file.target()
         try:
-            url = self.url
             response = self._open(url, self._headers_here(url))
         except urllib.error.HTTPError as error:
             with error:
-                raise self._status_error(
-                    error.code, error.geturl() or self.url, error.headers
-                ) from None
+                if error.code in _REFUSED_SIGNATURE and url != file.url and not again:
+                    file.refused(url)  # (as `_attempt`: a signed URL past its life)
+                    return self._whole_document(limit, again=True)
+                raise self._status_error(error.code, error.geturl() or url, error.headers) from None
         with response:
-            self.file.redirected(response.geturl())
+            if resolving:
+                file.redirected(response.geturl())
             self._check_body(response)
             # One byte past the limit says the document is larger; the caller says so. Read
             # a piece at a time: a document is small, its bound is not.
