@@ -252,6 +252,8 @@ def test_validate_against_the_hub_without_a_repository(
     assert main(["validate", "--against-hub", str(folder)]) == 1
     out = capsys.readouterr().out
     assert "say which repository it is a copy of" in out
+    assert main(["validate", str(folder), "--repo", "org/model"]) == 2
+    assert "--repo org/model: says what --against-hub compares with" in capsys.readouterr().err
 
 
 def test_validate_an_hf_repository_against_the_hub(

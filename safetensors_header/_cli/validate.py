@@ -113,6 +113,9 @@ def _verdict(failure: Failure) -> str:
 
 def validate_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     manifests: list[tuple[str | None, TensorHashes]] = []
+    if args.repo is not None and not args.against_hub:
+        err.line(f"{PROG}: --repo {args.repo}: says what --against-hub compares with; add it")
+        return 2
     if args.hashes is not None:
         try:
             manifests = load_manifests(args.hashes)
