@@ -1,7 +1,8 @@
 """A loopback HTTP server that counts every request and every body byte it sends.
 
 Standard library only. Tests set a `Site`'s files, mode and faults, and read its `hits`, so
-that they assert the cost of a read, not only its result.
+that they assert the cost of a read, not only its result. `loopback_hub` is the Hugging Face
+Hub made of two of them: resolve URLs, and a CDN on another port that serves signed URLs.
 """
 
 from __future__ import annotations
