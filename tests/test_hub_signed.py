@@ -102,12 +102,32 @@ def test_an_expiry_known_from_the_query_asks_again_before_a_refusal(
     assert isinstance(source, HttpFile)
     assert source.final is not None
     assert "Expires=" in source.final
-    assert source.target() == (source.final, False)
+    first = source.final
+    assert source.target() == (first, False)
     source.renew_at = time.time() - 1  # as if its life were over (less the margin)
-    assert source.target() == (source.url, True)
     assert bytes(file.read_tensor("w")) == _payload(data)
     assert _resolves(hub, path) == 2
     assert _refused(hub) == 0  # asked again before the CDN had to refuse it
+    assert source.target() == (source.final, False)
+    assert source.final != first  # a signature of its own
+
+
+def test_one_request_renews_a_signature_while_the_others_go_on(loopback_hub: Site) -> None:
+    """Parts on 4 threads when the signature is about to expire: one of them asks the
+    resolve URL again, the others use the signed URL they have (valid for the margin)."""
+    hub, cdn = loopback_hub, loopback_hub.cdn
+    assert cdn is not None
+    cdn.delay = 0.02
+    data = _file(8)
+    path = "org/repo/resolve/main/model.safetensors"
+    hub.linked[path] = data
+    file = open_file("hf://org/repo/model.safetensors", part_size=1024, max_workers=4)
+    source = file._range_file
+    assert isinstance(source, HttpFile)
+    source.renew_at = time.time() - 1
+    assert bytes(file.read_tensor("w")) == _payload(data)
+    assert _resolves(hub, path) == 2  # the header's, and one renewal
+    assert _refused(hub) == 0
 
 
 def test_the_renewal_time_is_the_expiry_less_a_margin() -> None:

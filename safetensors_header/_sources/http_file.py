@@ -49,6 +49,7 @@ is up. A redirect's body is never read. No format rule lives here: `bytes_needed
 
 from __future__ import annotations
 
+import _thread
 import base64
 import time
 
@@ -78,6 +79,7 @@ __all__ = ["HttpFile"]
 # its life): a request must arrive before the expiry, and the two clocks may differ a little.
 _RENEW_MARGIN: Final = 10.0
 _RENEW_FRACTION: Final = 0.1
+_RENEWAL: Final = _thread.allocate_lock()  # one thread a file asks for a new signed URL
 
 
 class HttpFile(RangeFile):
@@ -154,10 +156,17 @@ class HttpFile(RangeFile):
     def target(self) -> tuple[str, bool]:
         """Where the next request goes, and whether that is the URL given (whose redirects
         are then followed, and say where the later ones go): `final`, unless its signature
-        has expired (or is about to)."""
+        is about to expire. Then one request (the first to see it) asks the URL given again,
+        while the others go on to `final` (its margin is theirs)."""
         final, renew_at = self.final, self.renew_at
-        if final is not None and (renew_at is None or time.time() < renew_at):
+        if final is None:
+            return self.url, True
+        if renew_at is None or time.time() < renew_at:
             return final, False
+        with _RENEWAL:
+            if self.final != final or self.renew_at != renew_at:
+                return self.target()  # renewed, or being renewed, by another thread
+            self.renew_at = None  # this request renews it
         return self.url, True
 
     def redirected(self, url: str | None) -> None:
@@ -240,7 +249,7 @@ class HttpFile(RangeFile):
             return
 
         # The parts go to the final URL on kept-alive connections, one per thread.
-        exchange.pool = Pool(clock) if poolable(self.target()[0]) else None
+        exchange.pool = Pool(clock) if poolable(self.final or self.url) else None
 
         def one(read: Read) -> None:
             start, stop, segments = read
