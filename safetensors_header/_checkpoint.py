@@ -14,6 +14,8 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
+from itertools import chain, repeat
+from operator import eq
 from types import MappingProxyType
 
 from ._errors import HeaderError, RemoteError
@@ -232,8 +234,7 @@ def read_checkpoint(
                 raise
             if number == len(candidates) - 1:
                 raise source_file.none_found() from None
-    metadata, weight_map = _index_of(raw, file.shown, max_index_size)
-    names = list(dict.fromkeys(weight_map.values()))  # every shard, in the index's order
+    metadata, weight_map, names = _index_of(raw, file.shown, max_index_size)
     shard_files = [file.sibling(name) for name in names]
     remote = any(shard.remote for shard in shard_files)
     if remote:  # a small header is not fetched with 128 KiB of data
@@ -314,14 +315,15 @@ def _header_hints(weight_map: Mapping[str, str]) -> dict[str, int]:
 
 def _index_of(
     raw: bytes, where: str, max_index_size: int
-) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """The index's metadata and weight_map, its size and its shard names checked."""
+) -> tuple[dict[str, Any] | None, dict[str, str], list[str]]:
+    """The index's metadata and weight_map, and its shards' names in the index's order;
+    its size and the names checked."""
     if len(raw) > max_index_size:
         _bad_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
-    metadata, weight_map = _parse_index(raw, where)
-    for name in dict.fromkeys(weight_map.values()):
+    metadata, weight_map, names = _parse_index(raw, where)
+    for name in names:
         _check_shard_name(name, where)
-    return metadata, weight_map
+    return metadata, weight_map, names
 
 
 def _single(file: RangeFile, header: Header) -> Checkpoint:
@@ -336,7 +338,7 @@ def _single(file: RangeFile, header: Header) -> Checkpoint:
     )
 
 
-def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str], list[str]]:
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
@@ -346,12 +348,16 @@ def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
     weight_map = document.get("weight_map")
     if type(weight_map) is not dict:
         _bad_index(where, 'no "weight_map" object')
-    if not set(map(type, weight_map.values())) <= {str}:
+    try:  # the distinct values' types, not every value's (a shard has many tensors)
+        names = list(dict.fromkeys(weight_map.values()))
+    except TypeError:  # a list or an object: unhashable
+        names = [None]
+    if not {type(name) for name in names} <= {str}:
         _bad_index(where, '"weight_map" values must be shard file names (strings)')
     metadata = document.get("metadata")
     if metadata is not None and type(metadata) is not dict:
         _bad_index(where, '"metadata" must be an object')
-    return metadata, weight_map
+    return metadata, weight_map, names
 
 
 def _check_shard_name(name: str, where: str) -> None:
@@ -361,18 +367,16 @@ def _check_shard_name(name: str, where: str) -> None:
     (``C:x``, drive-relative; ``x:stream``, an NTFS stream; a backslash) is refused on POSIX
     too, where it would not.
     """
-    from pathlib import PurePosixPath
-
-    path = PurePosixPath(name)
+    parts = name.split("/")  # as PurePosixPath parts it, without a path object a shard
     if (
-        not path.parts  # "", "."
+        not any(part not in {"", "."} for part in parts)  # "", ".", "./"
         or ":" in name  # a drive (C:x is relative to C:'s current directory), a stream, a URL
         or "\\" in name
         or "\0" in name
         or "?" in name
         or "#" in name
-        or path.is_absolute()
-        or ".." in path.parts
+        or name.startswith("/")
+        or ".." in parts
     ):
         _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
 
@@ -384,6 +388,37 @@ def _check_against_shards(
     entry made from its shard's table when asked (not an object per tensor here)."""
     from ._audit import Finding  # on first use, as the audit: the import stays cheap
 
+    # Each shard's names looked up in the weight_map, in C (map, all): no loop in Python and
+    # no map of its own unless the index and its shards disagree (then the first difference
+    # is found). Every name where the index puts it, and as many names as the index has:
+    # the same names, none in two shards.
+    get = weight_map.get
+    if sum(len(header.tensors) for header in files.values()) == len(weight_map) and all(
+        all(map(eq, map(get, header.tensors), repeat(file))) for file, header in files.items()
+    ):
+        owner: Mapping[str, str] = weight_map
+        problems: list[Finding] = []
+    else:
+        owner, problems = _disagreements(files, weight_map, Finding)  # raises on the errors
+    total = (metadata or {}).get("total_size")
+    # The tensors of a valid file cover its data buffer exactly: their bytes are its size.
+    actual = sum(header.data_size for header in files.values())
+    if total is not None and total != actual:
+        problems.append(
+            Finding(
+                "TotalSize",
+                f"the index's total_size is {total!r}, but the tensors hold {actual:,} bytes",
+            )
+        )
+    return _ShardTensors(owner, files), problems
+
+
+def _disagreements(
+    files: dict[str, Header], weight_map: dict[str, str], finding: type[Finding]
+) -> tuple[dict[str, str], list[Finding]]:
+    """Where the shards and the index disagree: an error for a tensor in two shards or
+    not where the index puts it, findings for those the index does not list; and each
+    tensor's shard."""
     owner: dict[str, str] = {}
     for file, header in files.items():
         mine = dict.fromkeys(header.tensors, file)
@@ -402,8 +437,8 @@ def _check_against_shards(
                 f"the index puts tensor {name!r} in {file!r}, but that shard has no such tensor",
                 tensor=name,
             )
-    problems = [
-        Finding(
+    return owner, [
+        finding(
             "UnlistedTensor",
             f"tensor {name!r} is in {owner[name]!r} but not in the index's weight_map",
             name,
@@ -411,32 +446,22 @@ def _check_against_shards(
         for name in owner
         if name not in weight_map
     ]
-    total = (metadata or {}).get("total_size")
-    # The tensors of a valid file cover its data buffer exactly: their bytes are its size.
-    actual = sum(header.data_size for header in files.values())
-    if total is not None and total != actual:
-        problems.append(
-            Finding(
-                "TotalSize",
-                f"the index's total_size is {total!r}, but the tensors hold {actual:,} bytes",
-            )
-        )
-    return _ShardTensors(owner, files), problems
 
 
 class _ShardTensors(Mapping[str, TensorInfo]):
-    """A checkpoint's tensors by name, in shard order, each looked up in its shard's table."""
+    """A checkpoint's tensors by name, in shard order, each looked up in its shard's table
+    (`owner`: each name's shard; the weight_map where it agrees with the shards)."""
 
     __slots__ = ("_files", "_owner")
 
-    def __init__(self, owner: dict[str, str], files: Mapping[str, Header]) -> None:
+    def __init__(self, owner: Mapping[str, str], files: Mapping[str, Header]) -> None:
         self._owner, self._files = owner, files
 
     def __getitem__(self, name: str) -> TensorInfo:
         return self._files[self._owner[name]].tensors[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._owner)
+        return chain.from_iterable(header.tensors for header in self._files.values())
 
     def __len__(self) -> int:
         return len(self._owner)

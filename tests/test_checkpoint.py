@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import time
 import tracemalloc
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 from helpers import build, tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loopback import Site
 
-from safetensors_header import HeaderError
+from safetensors_header import HeaderError, parse_header
 from safetensors_header._checkpoint import (
     _MAX_INDEX_SIZE,
     DtypeTotal,
+    _check_against_shards,
     _check_shard_name,
     by_dtype,
     read_checkpoint,
@@ -578,3 +582,79 @@ def test_a_shard_header_longer_than_its_estimate_costs_one_read_of_the_rest(site
         f"bytes=0-{first - 1}",
         f"bytes={first}-{header - 1}",
     ]
+
+
+def _posix_path_verdict(name: str) -> bool:
+    """The shard-name rule written with PurePosixPath: whether `name` is refused."""
+    path = PurePosixPath(name)
+    return (
+        not path.parts
+        or any(char in name for char in ":\\\0?#")
+        or path.is_absolute()
+        or ".." in path.parts
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="a./:\\?#\0é", max_size=8))
+def test_shard_names_are_judged_as_a_path_parses_them(name: str) -> None:
+    refused = _posix_path_verdict(name)
+    if refused:
+        with pytest.raises(HeaderError, match="not a file name inside"):
+            _check_shard_name(name, "index.json")
+    else:
+        _check_shard_name(name, "index.json")
+
+
+def _one_name_at_a_time(files: dict[str, Any], weight_map: dict[str, str]) -> tuple[str, list[str]]:
+    """The cross-check written a name at a time: the error, or the unlisted tensors."""
+    owner: dict[str, str] = {}
+    for file, header in files.items():
+        for name in header.tensors:
+            if name in owner:
+                return f"tensor {name!r} is in two shards: {owner[name]!r} and {file!r}", []
+            owner[name] = file
+    for name, file in weight_map.items():
+        if owner.get(name) != file:
+            return f"the index puts tensor {name!r} in {file!r}", []
+    return "", [name for name in owner if name not in weight_map]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shards=st.lists(
+        st.lists(st.sampled_from("abcdefgh"), max_size=4, unique=True), min_size=1, max_size=3
+    ),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["drop", "move", "add"]),
+            st.sampled_from("abcdefghz"),
+            st.integers(0, 2),
+        ),
+        max_size=3,
+    ),
+)
+def test_the_cross_check_finds_what_a_check_of_each_name_finds(
+    shards: list[list[str]], changes: list[tuple[str, str, int]]
+) -> None:
+    files = {
+        f"s{i}": parse_header(shard({name: ("U8", [1]) for name in names}))
+        for i, names in enumerate(shards)
+    }
+    weight_map = {name: f"s{i}" for i, names in enumerate(shards) for name in names}
+    for change, name, to in changes:
+        if change == "drop":
+            weight_map.pop(name, None)
+        else:
+            weight_map[name] = f"s{to % len(shards)}"
+    error, unlisted = _one_name_at_a_time(files, weight_map)
+    if error:
+        with pytest.raises(HeaderError, match=re.escape(error)) as info:
+            _check_against_shards(files, weight_map, None)
+        assert info.value.kind == "IndexMismatch"
+        return
+    tensors, problems = _check_against_shards(files, weight_map, None)
+    assert [problem.tensor for problem in problems] == unlisted
+    assert all(problem.kind == "UnlistedTensor" for problem in problems)
+    assert list(tensors) == [name for header in files.values() for name in header.tensors]
+    assert all(tensors[name] == files[f].tensors[name] for name, f in weight_map.items())
