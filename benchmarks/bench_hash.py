@@ -7,21 +7,27 @@ The checkpoint is bench_load.py's (2 shards of a Llama-like model, F16 matrices;
 runs in the temporary directory); its files are read once before the clock starts, so that
 they are in the page cache.
 
-The limit, per round: the tensors' bytes / (cores x one thread's sha256 speed on a buffer
-that stays in the cache, in bytes a second of its own processor time): what hashing costs
-with nothing else to do (no reading, no scheduling). Candidates, each once a round in an
-order that rotates:
+The limit, per round: the bytes the call must hash / (cores x one thread's sha256 speed on a
+buffer that stays in the cache, in bytes a second of its own processor time): what hashing
+costs with nothing else to do (no reading, no scheduling). The bytes the call must hash are
+the tensors' (each tensor's digest); with ``files=True``, the tensors' and the files' (each
+byte of a tensor goes through two hashes, its tensor's and its file's); the content digest
+and the fingerprints hash a few bytes a tensor, left out. Candidates, each once a round in
+an order that rotates:
 
-* ``hash_tensors``: sha256, as shipped (pieces of `_PIECE` bytes), and with 256 KiB, 512 KiB
-  and 8 MiB pieces (``_hashes._PIECE`` set for the run), to see the cache's effect;
-* ``hash_tensors files=True``: each file's whole digest too (each byte hashed twice: its
-  limit is twice the tensors' one);
+* ``hash_tensors``: sha256, as shipped (a local file mapped, hashed in pieces of
+  `_PIECE` bytes), and reading copies instead (``_hashes._map`` made to map nothing for the
+  run: each piece read through the data path into a buffer of the thread's);
+* ``hash_tensors files=True``: each file's whole digest too (its limit counts each byte of
+  a tensor twice);
+* ``map and hash, a thread a core``: the files mapped, 1 MiB pieces of them hashed by a
+  thread a core, nothing else: the best a map leaves of the limit;
+* ``read and hash, a thread a core``: the same with each piece ``os.preadv``-ed into the
+  thread's own buffer: the best copies leave of the limit;
 * ``hashlib.file_digest``: sha256 of each file on one thread (the standard library's way);
-* ``read and hash, a thread a core``: 1 MiB pieces of the files ``os.preadv``-ed and
-  hashed by a thread a core, nothing else: the best reading leaves of the limit;
 * ``read the files``: every file read once, on one thread, into a 1 MiB buffer (the floor);
 * with the ``blake3`` package: ``hash_tensors(algorithm="blake3")``, and the package itself
-  over each file's bytes (one ``update`` a 16 MiB piece, all its threads).
+  over each file (``update_mmap``, all its threads: ``max_threads=blake3.AUTO``).
 
 Targets (issue 42): ``hash_tensors`` (sha256) at least 0.85x the limit; blake3 within 1.3x
 the time to read the files.
@@ -29,14 +35,15 @@ the time to read the files.
 On a machine other processes share, the wall times of the candidates that use every core
 suffer and the single thread's speed does not: a second table gives the processor time of
 each candidate (this process's, all its threads), and the limit's (the bytes / one thread's
-speed), whose ratio holds however busy the machine is. The piece sizes are compared by
-setting ``_hashes._PIECE``, a private constant, for the run.
+speed), whose ratio holds however busy the machine is. The load average is printed before
+and after every round: a round whose load was high has wall ratios that mean little.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import mmap
 import os
 import sys
 import tempfile
@@ -44,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench_load import SHARDS, make_checkpoint, table
 
@@ -54,15 +62,20 @@ CACHED = 256 << 10  # bytes of the buffer the single-thread speed is measured on
 SPEED_BYTES = 512 << 20  # bytes hashed to measure it (about 0.35 s at 1.5 GB/s)
 
 
-def single_thread_speed() -> float:
-    """Bytes a second of its own processor time one thread hashes with sha256, the buffer in
-    the cache (its processor time, not the wall's: another process may take the core)."""
+def single_thread_speed(new: Callable[[], Any] = hashlib.sha256) -> float:
+    """Bytes a second of its own processor time one thread hashes with sha256 (or `new()`'s
+    algorithm), the buffer in the cache (its processor time, not the wall's: another process
+    may take the core)."""
     buffer = memoryview(os.urandom(CACHED))
-    digest = hashlib.sha256()
+    digest = new()
     started = time.thread_time()
     for _ in range(SPEED_BYTES // CACHED):
         digest.update(buffer)
     return SPEED_BYTES / (time.thread_time() - started)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def timed(
@@ -74,23 +87,50 @@ def timed(
     wall: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(rounds):
+        before = load()
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             started, processor = time.perf_counter(), time.process_time()
             candidates[name]()
             wall[name].append(time.perf_counter() - started)
             cpu[name].append(time.process_time() - processor)
+        print(f"round {round_ + 1}: load average {before} before, {load()} after")
+    print()
     return wall, cpu
 
 
-def with_piece(size: int, **options: object) -> object:
-    saved = _hashes._PIECE
-    _hashes._PIECE = size  # type: ignore[misc]
+def copying(**options: object) -> object:
+    """`hash_tensors` with no file mapped: every piece read through the data path."""
+    saved = _hashes._map
+    _hashes._map = lambda file: None  # type: ignore[assignment]
     try:
         return hash_tensors(FOLDER, **options)  # type: ignore[arg-type]
     finally:
-        _hashes._PIECE = saved  # type: ignore[misc]
+        _hashes._map = saved  # type: ignore[assignment]
 
 
+def a_thread_a_core(files: list[Path], hash_piece: Callable[[int, int], None]) -> None:
+    """`hash_piece(file's index, offset)` for each 1 MiB piece of the files, on a thread a
+    core, nothing else."""
+    pieces = [(i, at) for i, path in enumerate(files) for at in range(0, path.stat().st_size, MIB)]
+    lock = threading.Lock()
+    left = iter(pieces)
+
+    def loop() -> None:
+        while True:
+            with lock:
+                job = next(left, None)
+            if job is None:
+                return
+            hash_piece(*job)
+
+    threads = [threading.Thread(target=loop) for _ in range(os.cpu_count() or 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+MIB = 1 << 20
 FOLDER = Path()
 
 
@@ -112,12 +152,9 @@ def main() -> None:
     file_bytes = sum(path.stat().st_size for path in files)
     cores = os.cpu_count() or 1
     print(f"safetensors_header {safetensors_header.__version__} from {safetensors_header.__file__}")
-    print(
-        f"Python {sys.version.split()[0]}, {cores} cores; {args.rounds} rounds; load average "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start"
-    )
+    print(f"Python {sys.version.split()[0]}, {cores} cores; {args.rounds} rounds")
     print(f"{tensor_bytes:,} bytes of tensors in {file_bytes:,} bytes of files\n")
-    buffer = memoryview(bytearray(1 << 20))
+    buffer = memoryview(bytearray(MIB))
 
     def read_files() -> None:
         for path in files:
@@ -130,34 +167,38 @@ def main() -> None:
             with open(path, "rb") as file:
                 hashlib.file_digest(file, "sha256")
 
+    own = threading.local()
+
     def read_and_hash() -> None:
-        # What hashing with reading costs at best: a thread a core, each preadv-ing 1 MiB
-        # pieces of the files into its own buffer and hashing them (no tensors, no checks).
-        pieces = [(path, at) for path in files for at in range(0, path.stat().st_size, 1 << 20)]
-        lock = threading.Lock()
-        left = iter(pieces)
+        descriptors = [os.open(path, os.O_RDONLY) for path in files]
 
-        def loop() -> None:
-            own = memoryview(bytearray(1 << 20))
-            while True:
-                with lock:
-                    job = next(left, None)
-                if job is None:
-                    return
-                path, at = job
-                descriptor = os.open(path, os.O_RDONLY)
-                try:
-                    hashlib.sha256(own[: os.preadv(descriptor, [own], at)])
-                finally:
-                    os.close(descriptor)
+        def piece(index: int, at: int) -> None:
+            into = getattr(own, "buffer", None)
+            if into is None:
+                into = own.buffer = memoryview(bytearray(MIB))
+            hashlib.sha256(into[: os.preadv(descriptors[index], [into], at)])
 
-        threads = [threading.Thread(target=loop) for _ in range(cores)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            a_thread_a_core(files, piece)
+        finally:
+            for descriptor in descriptors:
+                os.close(descriptor)
+
+    def map_and_hash() -> None:
+        maps = []
+        for path in files:
+            with open(path, "rb") as file:
+                maps.append(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+        views = [memoryview(mapped) for mapped in maps]
+        try:
+            a_thread_a_core(files, lambda i, at: hashlib.sha256(views[i][at : at + MIB]))
+        finally:
+            for view, mapped in zip(views, maps, strict=True):
+                view.release()
+                mapped.close()
 
     speeds: list[float] = []
+    blake3_speeds: list[float] = []
 
     def limit() -> None:
         # Not timed as it runs: its time is replaced below by bytes / (cores x speed).
@@ -166,12 +207,11 @@ def main() -> None:
     candidates = {
         "limit": limit,
         "hash_tensors": lambda: hash_tensors(FOLDER),
-        "hash_tensors 256 KiB": lambda: with_piece(256 << 10),
-        "hash_tensors 512 KiB": lambda: with_piece(512 << 10),
-        "hash_tensors 8 MiB": lambda: with_piece(8 << 20),
+        "hash_tensors, copies": copying,
         "hash_tensors files=True": lambda: hash_tensors(FOLDER, files=True),
-        "hashlib.file_digest": file_digest,
+        "map and hash, a thread a core": map_and_hash,
         "read and hash, a thread a core": read_and_hash,
+        "hashlib.file_digest": file_digest,
         "read the files": read_files,
     }
     try:
@@ -180,31 +220,38 @@ def main() -> None:
         blake3 = None
         print("(the blake3 package is not installed: its candidates are left out)\n")
     else:
-        piece = memoryview(bytearray(16 << 20))
 
         def blake3_package() -> None:
             for path in files:
-                digest = blake3.blake3(max_threads=blake3.blake3.AUTO)
-                with open(path, "rb", buffering=0) as file:
-                    while count := file.readinto(piece):
-                        digest.update(piece[:count])
+                blake3.blake3(max_threads=blake3.blake3.AUTO).update_mmap(path)
+
+        def blake3_limit() -> None:
+            # Not timed as it runs: its time is replaced below by bytes / (cores x speed).
+            blake3_speeds.append(single_thread_speed(lambda: blake3.blake3(max_threads=1)))
 
         candidates["hash_tensors blake3"] = lambda: hash_tensors(FOLDER, algorithm="blake3")
         candidates["blake3 package, each file"] = blake3_package
+        candidates["blake3 limit"] = blake3_limit
     read_files()
     times, processor = timed(candidates, args.rounds)
+    both = tensor_bytes + file_bytes  # files=True: each tensor's byte in two digests
     times["limit"] = [tensor_bytes / (cores * speed) for speed in speeds]
-    times["limit, files=True"] = [(tensor_bytes + file_bytes) / (cores * s) for s in speeds]
+    times["limit, files=True"] = [both / (cores * speed) for speed in speeds]
     processor["limit"] = [tensor_bytes / speed for speed in speeds]
-    processor["limit, files=True"] = [(tensor_bytes + file_bytes) / s for s in speeds]
-    print(f"one thread's sha256: {min(speeds) / 1e9:.2f}-{max(speeds) / 1e9:.2f} GB/s\n")
+    processor["limit, files=True"] = [both / speed for speed in speeds]
+    print(f"one thread's sha256: {min(speeds) / 1e9:.2f}-{max(speeds) / 1e9:.2f} GB/s")
+    if blake3_speeds:
+        times["blake3 limit"] = [tensor_bytes / (cores * speed) for speed in blake3_speeds]
+        processor["blake3 limit"] = [tensor_bytes / speed for speed in blake3_speeds]
+        low, high = min(blake3_speeds) / 1e9, max(blake3_speeds) / 1e9
+        print(f"one thread's blake3: {low:.2f}-{high:.2f} GB/s")
+    print()
     ratios = [
         ("limit", "hash_tensors", "0.85 or more (the fraction of the limit)"),
-        ("limit", "hash_tensors 256 KiB", ""),
-        ("limit", "hash_tensors 512 KiB", ""),
-        ("limit", "hash_tensors 8 MiB", ""),
-        ("limit, files=True", "hash_tensors files=True", "(each byte hashed twice)"),
-        ("limit", "read and hash, a thread a core", "(what reading leaves of the limit)"),
+        ("limit", "hash_tensors, copies", ""),
+        ("limit, files=True", "hash_tensors files=True", "(each tensor's byte hashed twice)"),
+        ("limit", "map and hash, a thread a core", "(what a map leaves of the limit)"),
+        ("limit", "read and hash, a thread a core", "(what copies leave of the limit)"),
         ("hash_tensors", "read the files", ""),
         ("hash_tensors", "hashlib.file_digest", "below 1"),
     ]
@@ -212,12 +259,12 @@ def main() -> None:
         ratios += [
             ("hash_tensors blake3", "read the files", "1.3x or less"),
             ("blake3 package, each file", "read the files", ""),
+            ("blake3 limit", "read the files", "(blake3 alone, nothing read: below 1.3x?)"),
         ]
     print("### wall time\n")
     table(times, ratios)
     print("### processor time (all threads)\n")
     table(processor, ratios)
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 
 if __name__ == "__main__":
