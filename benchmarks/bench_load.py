@@ -31,6 +31,15 @@ Parts (``--parts``):
   obstore (an ``S3Store`` pair); obstore's ``get`` of each whole object.
 * ``memory``: the peak memory of loading every tensor into memory, each source in a fresh
   process (the growth of ``VmHWM`` over the load), against the tensors' bytes.
+* ``alloc`` (not in the default parts): how the data path's fresh buffers are made
+  (``_sources.planning.allocate``), each way in the same rounds: the small pages it uses
+  (``4 KiB``), the same with huge-page advice (``MADV_HUGEPAGE``) and the same prefaulted
+  by the kernel at once (``MAP_POPULATE``). Over nginx (``read_checkpoint`` then
+  ``numpy.load`` of each shard, and one range covering each shard's data) against obstore's
+  ``get_ranges``, and locally (``read_ranges`` of every tensor) against the reference's
+  pread loader: per load, the wall time (median and range), processor time in the process
+  (user, system), minor faults and the system's huge-page faults (``thp_fault_alloc`` of
+  ``/proc/vmstat``: every process's, so a quiet machine's).
 
 Targets (issue 19): over HTTP at most 1.1x obstore and at most 2x the limit; from S3 at most
 1.1x obstore's ``get``; locally at most 1.0x ``load_file(backend="pread")`` and, materialised,
@@ -672,6 +681,157 @@ def part_memory(folder: Path, cache: Path) -> None:
     print()
 
 
+# --- how fresh buffers are made -----------------------------------------------------------
+
+
+def _allocator(advice: int | None = None, flags: int = 0) -> Callable[[int], memoryview]:
+    import mmap
+
+    from safetensors_header._sources import planning
+
+    def allocate(count: int) -> memoryview:
+        if count < 1 << 21:
+            return planning.allocate(count)
+        memory = mmap.mmap(-1, count, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flags)
+        if advice is not None:
+            memory.madvise(advice)
+        return memoryview(memory)
+
+    return allocate
+
+
+def _huge_page_faults() -> int:
+    with open("/proc/vmstat") as lines:
+        for line in lines:
+            if line.startswith("thp_fault_alloc "):
+                return int(line.split()[1])
+    return 0
+
+
+def part_alloc(folder: Path, rounds: int) -> None:
+    import mmap
+    import resource
+
+    from obstore.store import HTTPStore
+    from safetensors.numpy import load_file
+
+    from safetensors_header import _fetch
+    from safetensors_header._sources import base as source_base
+    from safetensors_header._sources import planning
+
+    ways = {
+        "4 KiB": planning.allocate,
+        "MADV_HUGEPAGE": _allocator(advice=mmap.MADV_HUGEPAGE),
+        "MAP_POPULATE": _allocator(flags=mmap.MAP_POPULATE),
+    }
+
+    def using(allocate: Callable[[int], memoryview], job: Callable[[], object]) -> Any:
+        def run() -> object:
+            source_base.allocate = _fetch.allocate = allocate
+            try:
+                return job()
+            finally:
+                source_base.allocate = _fetch.allocate = planning.allocate
+
+        return run
+
+    headers = {shard: read_header(folder / shard) for shard in SHARDS}
+
+    def measured(candidates: dict[str, Callable[[], object]], reference: str) -> None:
+        names = list(candidates)
+        rows: dict[str, list[tuple[float, float, float, int, int]]] = {n: [] for n in names}
+        for round_ in range(rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                before, huge = resource.getrusage(resource.RUSAGE_SELF), _huge_page_faults()
+                started = time.perf_counter()
+                result = candidates[name]()
+                wall = time.perf_counter() - started
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                rows[name].append(
+                    (
+                        wall,
+                        after.ru_utime - before.ru_utime,
+                        after.ru_stime - before.ru_stime,
+                        after.ru_minflt - before.ru_minflt,
+                        _huge_page_faults() - huge,
+                    )
+                )
+                del result
+        print(
+            "| candidate | wall s, median (range) | slowest / median | user s | system s "
+            f"| minor faults | huge-page faults | / {reference} (median, range) |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---|")
+        for name, runs in rows.items():
+            walls = [run[0] for run in runs]
+            median = statistics.median(walls)
+            ratios = [a[0] / b[0] for a, b in zip(runs, rows[reference], strict=True)]
+            print(
+                f"| {name} | {median:.3f} ({min(walls):.3f}-{max(walls):.3f}) "
+                f"| {max(walls) / median:.2f} "
+                f"| {statistics.median(run[1] for run in runs):.3f} "
+                f"| {statistics.median(run[2] for run in runs):.3f} "
+                f"| {statistics.median(run[3] for run in runs):,.0f} "
+                f"| {statistics.median(run[4] for run in runs):,.0f} "
+                f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+            )
+        print(f"\n(load average {os.getloadavg()[0]:.1f} at the end)\n")
+
+    def local() -> list[memoryview]:
+        out = []
+        for shard in SHARDS:
+            file = open_file(folder / shard)
+            out += file.read_ranges([(i.start, i.nbytes) for i in file.header.tensors.values()])
+        return out
+
+    def pread() -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for shard in SHARDS:
+            out.update(load_file(str(folder / shard), backend="pread"))
+        return out
+
+    print(f"## fresh buffers, locally (load average {os.getloadavg()[0]:.1f})\n")
+    local_candidates: dict[str, Callable[[], object]] = {"reference pread": pread}
+    for way, allocate in ways.items():
+        local_candidates[f"read_ranges, {way}"] = using(allocate, local)
+    measured(local_candidates, "reference pread")
+
+    with http_server(folder) as (base, server):
+        print(f"## fresh buffers, over loopback HTTP: {server}\n")
+        store = HTTPStore.from_url(base, client_options={"allow_http": True})
+
+        def obstore_ranges() -> list[Any]:
+            out = []
+            for shard, header in headers.items():
+                infos = list(header.tensors.values())
+                out += store.get_ranges(
+                    shard, starts=[i.start for i in infos], ends=[i.end for i in infos]
+                )
+            return out
+
+        def ours() -> dict[str, np.ndarray]:
+            checkpoint = read_checkpoint(f"{base}/{INDEX}")
+            out: dict[str, np.ndarray] = {}
+            for shard in checkpoint.shards.values():
+                out.update(load(shard))
+            return out
+
+        def one_range() -> list[memoryview]:
+            out = []
+            for shard, header in headers.items():
+                first = min(info.start for info in header.tensors.values())
+                file = open_file(f"{base}/{shard}", header=header)
+                out += file.read_ranges([(first, header.data_size)])
+            return out
+
+        http_candidates: dict[str, Callable[[], object]] = {"obstore get_ranges": obstore_ranges}
+        for way, allocate in ways.items():
+            http_candidates[f"numpy.load, {way}"] = using(allocate, ours)
+        for way in ("4 KiB", "MADV_HUGEPAGE"):
+            http_candidates[f"one range a shard, {way}"] = using(ways[way], one_range)
+        measured(http_candidates, "obstore get_ranges")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="local,http,s3,memory")
@@ -703,6 +863,8 @@ def main() -> None:
         part_s3(folder, args.cache, args.rounds, reference(folder))
     if "memory" in parts:
         part_memory(folder, args.cache)
+    if "alloc" in parts:
+        part_alloc(folder, args.rounds)
 
 
 if __name__ == "__main__":
