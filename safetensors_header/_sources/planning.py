@@ -143,15 +143,14 @@ def allocate(count: int) -> memoryview:
 
     From 2 MiB up, fresh private anonymous memory, its pages made by the kernel as the read
     fills them (a bytearray would be zeroed first: a pass over the memory for nothing), in
-    the system's small pages, with no huge-page advice: a 2 MiB page is zeroed whole at its
-    first fault (its bytes then leave the cache before the read's copy lands), and where
-    the system defragments for the advice (``defrag=madvise``, the default) the fault may
-    wait on compaction. Measured (``benchmarks/bench_load.py --parts alloc``, a 1 GB
-    checkpoint): over loopback HTTP, 1.60 s of system time a load with the advice and its
-    slowest round 1.69x its median, 1.16 s and 1.15x without; locally 1.51 s against 0.68 s.
-    Prefaulting at once (``MAP_POPULATE``) saved more system time on 2 cores (0.87 s), but
-    zeroes the whole buffer in one thread before the first byte is read, where the faults
-    of small pages are taken by the threads that read.
+    the system's small pages: no huge-page advice, whose faults each zero 2 MiB at once and,
+    where the system defragments for the advice (``defrag=madvise``, the default), may wait
+    on compaction. Measured (``benchmarks/bench_load.py --parts alloc``, a 1 GB checkpoint):
+    over loopback HTTP, 1.60 s of system time a load with the advice and its slowest round
+    1.69x its median, 1.16 s and 1.15x without; locally 1.51 s against 0.68 s. Prefaulting
+    at once (``MAP_POPULATE``) saved more system time on 2 cores (0.87 s), but zeroes the
+    whole buffer in one thread before the first byte is read, where the faults of small
+    pages are taken by the threads that read.
     """
     if count < _MAPPED:
         return memoryview(bytearray(count))
