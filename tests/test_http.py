@@ -22,7 +22,6 @@ from loopback import Site
 
 from safetensors_header import HeaderError, RemoteError, parse_header, read_header, read_ranges
 from safetensors_header._sources import base as sources
-from safetensors_header._sources import http_exchange as remote
 from safetensors_header._sources.options import FIRST_READ
 
 SMALL_READ = 1024  # a first read that keeps the test files small
@@ -533,10 +532,13 @@ def test_certificate_errors_are_not_retried() -> None:
     import ssl
     import urllib.error
 
-    assert not remote._transient(ssl.SSLCertVerificationError("certificate verify failed"))
-    assert not remote._transient(urllib.error.URLError("unknown url type"))
-    assert remote._transient(ConnectionResetError())
-    assert remote.redact("http://[::1/x") == "<an unreadable URL>"
+    from safetensors_header._sources.http_replies import transient
+    from safetensors_header._sources.urls import redact
+
+    assert not transient(ssl.SSLCertVerificationError("certificate verify failed"))
+    assert not transient(urllib.error.URLError("unknown url type"))
+    assert transient(ConnectionResetError())
+    assert redact("http://[::1/x") == "<an unreadable URL>"
 
 
 def test_remote_error_pickles() -> None:

@@ -17,12 +17,28 @@ nothing of it. The wire it travels on is `http_wire`'s.
 from __future__ import annotations
 
 import random
-import re
 import time
 from urllib.parse import urlsplit
 
 from .._errors import RemoteError
 from .base import Restart, ShortRead, changed
+from .http_replies import (
+    CONTENT_LENGTH,
+    CONTENT_RANGE,
+    SKIP_SIZE,
+    UNSATISFIED,
+    Held,
+    RateLimited,
+    failure_reason,
+    fill,
+    linked_identity,
+    network_cause,
+    plain,
+    retry_after,
+    skip,
+    transient,
+    waited,
+)
 from .http_wire import (
     DEFAULT_PORTS,
     RANGE_HEADERS,
@@ -75,25 +91,9 @@ if TYPE_CHECKING:
         def forget(self) -> None: ...
 
 
-__all__ = ["LINKED", "Exchange", "Held", "RateLimited", "failure_reason", "fill", "sleep"]
-
-#: The headers of a redirect that name the file it leads to (the Hugging Face Hub's resolve
-#: reply: the LFS object's sha256 and the Xet hash), kept as its validators under these names.
-LINKED: Final = ("x-linked-etag", "x-xet-hash")
+__all__ = ["Exchange", "sleep"]
 
 _BACKOFF: Final = 0.25  # seconds before the first retry, doubled for each further one
-# The most bytes asked of one socket read of a body that is dropped (between two ranges, or
-# before the first one of a 200).
-_SKIP_SIZE: Final = 1 << 20
-# A byte count: decimal digits, ASCII only (str.isdigit() is true for "²", which int()
-# refuses), and at most 19 of them (a u64 has 20; int() refuses over 4,300 digits).
-_DECIMAL: Final = "[0-9]{1,19}"
-_CONTENT_LENGTH: Final = re.compile(_DECIMAL)
-# Range units are case-insensitive (RFC 9110, section 14.1).
-_CONTENT_RANGE: Final = re.compile(
-    rf"bytes[ \t]+({_DECIMAL})-({_DECIMAL})/({_DECIMAL}|\*)", re.ASCII | re.IGNORECASE
-)
-_UNSATISFIED: Final = re.compile(rf"bytes[ \t]+\*/({_DECIMAL})", re.ASCII | re.IGNORECASE)
 _PERMANENT_5XX: Final = frozenset({501, 505})  # Not Implemented, Version Not Supported
 # What a signed URL answers once its signature has expired (or is refused): S3 and CloudFront
 # 403, others 401 or 410 Gone. The URL given is then asked again, once a request.
@@ -102,7 +102,6 @@ _REFUSED_SIGNATURE: Final = frozenset({401, 403, 410})
 # long as the server asks (the Hub's windows are 5 minutes) and the call's timeout allows.
 _RATE_LIMIT_WAITS: Final = 8
 _LONGEST_RATE_LIMIT_WAIT: Final = 300.0
-_RATE_LIMIT: Final = re.compile(r"r\s*=\s*([0-9]{1,9})\s*;\s*t\s*=\s*([0-9]{1,9})")
 _HINTS: Final = {
     401: "the server wants credentials; pass headers={'Authorization': 'Bearer <token>'}",
     403: (
@@ -122,42 +121,6 @@ _HINTS: Final = {
 
 #: Waits between attempts: replaceable (tests run retries without waiting, and count them).
 sleep: Callable[[float], None] = time.sleep
-
-
-class RateLimited(RemoteError):
-    """A 429, or a 503 with ``Retry-After``: `wait` is how long the server asks the client
-    to wait (None: it does not say)."""
-
-    def __init__(self, message: str, *, url: str, status: int, wait: float | None) -> None:
-        super().__init__(message, url=url, status=status)
-        self.wait = wait
-
-
-class Held:
-    """The open body of a 200, at `position`: a header read goes on reading it."""
-
-    def __init__(
-        self, response: http.client.HTTPResponse, position: int, size: int | None, shown: str
-    ) -> None:
-        self.response, self.position, self.size, self.shown = response, position, size, shown
-
-    def take(self, count: int) -> bytes:
-        buffer = bytearray(count)
-        start = self.position
-        try:
-            got = fill(self.response, [(start, memoryview(buffer))], start, start + count, None)
-        except OSError as error:
-            raise RemoteError(
-                f"could not read {self.shown}: {failure_reason(error)}", url=self.shown
-            ) from error
-        if got < count and self.size is not None and start + got < self.size:
-            raise RemoteError(
-                f"could not read {self.shown}: the connection closed after {start + got:,} of "
-                f"{self.size:,} bytes",
-                url=self.shown,
-            )
-        self.position += got
-        return bytes(memoryview(buffer)[:got])
 
 
 class Exchange:
@@ -227,7 +190,7 @@ class Exchange:
             # Content-Length of 30 digits, ...): what the server sent, not a caller's mistake.
             raise RemoteError(
                 f"{self.where()} sent a reply that could not be read: "
-                f"{type(error).__name__}: {scrub(_plain(str(error), 200), self.file.given)}",
+                f"{type(error).__name__}: {scrub(plain(str(error), 200), self.file.given)}",
                 url=self.shown,
             ) from error
         response.hops = request.hops  # type: ignore[attr-defined]
@@ -257,7 +220,7 @@ class Exchange:
             pieces = []
             got = 0
             while got < limit + 1:
-                piece = bytearray(min(limit + 1 - got, max(wanted - got, 1), _SKIP_SIZE))
+                piece = bytearray(min(limit + 1 - got, max(wanted - got, 1), SKIP_SIZE))
                 count = fill(response, [(got, memoryview(piece))], got, got + len(piece), None)
                 pieces.append(memoryview(piece)[:count])
                 got += count
@@ -291,7 +254,7 @@ class Exchange:
                     why = self._no_wait(delay, len(waits))
                     if why is not None:
                         raise RateLimited(
-                            f"{error} (rate limited: {_waited(waits)}; the server asks for "
+                            f"{error} (rate limited: {waited(waits)}; the server asks for "
                             f"{delay:g} s more, {why})",
                             url=self.shown,
                             status=error.status or 429,
@@ -307,8 +270,8 @@ class Exchange:
                     raise
                 failure = error
             except (OSError, http.client.HTTPException) as error:
-                cause = _cause(error)
-                if not _transient(cause):
+                cause = network_cause(error)
+                if not transient(cause):
                     raise RemoteError(
                         f"could not read {self.shown}: {self._reason(cause)}", url=self.shown
                     ) from cause
@@ -398,7 +361,7 @@ class Exchange:
             if response.status == 200:
                 return self._whole(response, start, stop, segments, rest, header=header)
             raise RemoteError(
-                f"{self.where()} answered HTTP {response.status} {_plain(response.reason)} to "
+                f"{self.where()} answered HTTP {response.status} {plain(response.reason)} to "
                 f"a GET with {headers.get('Range', 'no Range')}",
                 url=self.shown,
                 status=response.status,
@@ -450,7 +413,7 @@ class Exchange:
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise RemoteError(
-                f"{self.where()} sent the body with Content-Encoding {_plain(encoding)}: "
+                f"{self.where()} sent the body with Content-Encoding {plain(encoding)}: "
                 "its bytes are not the file's (do not pass an Accept-Encoding header)",
                 url=self.shown,
             )
@@ -482,7 +445,7 @@ class Exchange:
     ) -> int:
         """A 206: check that Content-Range is the range asked for, then read its body."""
         value = response.headers.get("Content-Range")
-        match = _CONTENT_RANGE.fullmatch(value.strip()) if value else None
+        match = CONTENT_RANGE.fullmatch(value.strip()) if value else None
         if match is None:
             raise RemoteError(
                 f"{self.where()} answered 206 without a usable Content-Range ({quoted(value)})",
@@ -546,7 +509,7 @@ class Exchange:
         self._identify(response, size, ranged=False)
         # Bytes before `start` are dropped; a body that ends early is a broken connection
         # when its length was given, else the end of the file.
-        if _skip(response, start) < start:
+        if skip(response, start) < start:
             if size is not None:
                 raise ConnectionError("the connection closed before the bytes asked for")
             return 0
@@ -562,7 +525,7 @@ class Exchange:
             return got
         at = stop
         for later_start, later_stop, later_segments in rest() if rest is not None else ():
-            if _skip(response, later_start - at) < later_start - at:
+            if skip(response, later_start - at) < later_start - at:
                 raise ShortRead(at)
             filled = fill(response, later_segments, later_start, later_stop, size)
             if filled < later_stop - later_start:
@@ -576,7 +539,7 @@ class Exchange:
         """What a reply says of the file (its size, ETag and Last-Modified, or what the
         redirect to it named it by: `LINKED`), told to it."""
         validators: Validators | None
-        linked = _linked(getattr(response, "hops", None) or ())
+        linked = linked_identity(getattr(response, "hops", None) or ())
         if linked is not None:
             validators, linked_size = linked
             if linked_size is not None and size is not None and linked_size != size:
@@ -597,7 +560,7 @@ class Exchange:
 
     def _unsatisfiable(self, start: int, content_range: str | None) -> int | None:
         """A 416: the range starts at or past the end of the file (None: a bare 416)."""
-        match = _UNSATISFIED.fullmatch(content_range.strip()) if content_range else None
+        match = UNSATISFIED.fullmatch(content_range.strip()) if content_range else None
         if match is None or int(match[1]) > start:
             return None
         # (A 416 describes no representation: its size alone is the file's.)
@@ -622,7 +585,7 @@ class Exchange:
         hint = hub_hint(str(code)) or _HINTS.get(status)
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
         if status in (429, 503):
-            return RateLimited(message, url=self.shown, status=status, wait=_retry_after(headers))
+            return RateLimited(message, url=self.shown, status=status, wait=retry_after(headers))
         return RemoteError(message, url=self.shown, status=status)
 
     def _content_length(self, response: http.client.HTTPResponse) -> int | None:
@@ -630,7 +593,7 @@ class Exchange:
         value = response.headers.get("Content-Length")
         if value is None:
             return None
-        if _CONTENT_LENGTH.fullmatch(value.strip()) is None:
+        if CONTENT_LENGTH.fullmatch(value.strip()) is None:
             raise RemoteError(
                 f"{self.where()} sent an unusable Content-Length ({quoted(value)}): not a "
                 "decimal byte count of at most 19 digits",
@@ -648,136 +611,3 @@ class Exchange:
         if url == self.given:
             return self.shown
         return f"{self.shown} (redirected to {redact(url)})"
-
-
-def fill(
-    response: http.client.HTTPResponse,
-    segments: list[Segment],
-    start: int,
-    stop: int,
-    length: int | None,
-) -> int:
-    """The body's bytes ``[start, stop)`` (it is at `start`) into the segments; the bytes
-    between them dropped. How many bytes of the span the body had (fewer at its end)."""
-    at = start
-    for offset, view in segments:
-        skipped = _skip(response, offset - at)
-        if skipped < offset - at:
-            return at + skipped - start
-        at = offset
-        got = 0
-        total = len(view)
-        while got < total:
-            try:
-                count = response.readinto(view[got:])
-            except (ValueError, OverflowError) as error:  # a chunked body it cannot read
-                raise ConnectionError(
-                    f"the body could not be read: {_plain(str(error), 200)}"
-                ) from error
-            if not count:
-                return at + got - start
-            got += count
-        at += total
-    if stop > at:
-        at += _skip(response, stop - at)
-    return at - start
-
-
-def _skip(response: http.client.HTTPResponse, count: int) -> int:
-    """Read and drop `count` bytes of the body; how many there were."""
-    if count <= 0:
-        return 0
-    scratch = memoryview(bytearray(min(count, _SKIP_SIZE)))
-    done = 0
-    while done < count:
-        try:
-            got = response.readinto(scratch[: min(count - done, len(scratch))])
-        except (ValueError, OverflowError) as error:
-            raise ConnectionError(
-                f"the body could not be read: {_plain(str(error), 200)}"
-            ) from error
-        if not got:
-            break
-        done += got
-    return done
-
-
-def _plain(text: str, limit: int = 100) -> str:
-    """Text from a server, for a message: as it is if printable ASCII, else escaped."""
-    text = text[:limit]
-    return text if text.isascii() and text.isprintable() else ascii(text)[1:-1]
-
-
-def _cause(error: BaseException) -> BaseException:
-    """The network error inside a urllib URLError (its `reason`), else the error itself."""
-    reason = getattr(error, "reason", None)
-    if isinstance(reason, BaseException):
-        return reason
-    return error
-
-
-def _transient(error: BaseException) -> bool:
-    """Whether the same request may well succeed if sent again."""
-    import http.client
-    import urllib.error
-
-    if isinstance(error, ValueError):  # ssl's certificate errors are ValueErrors too
-        return False
-    if isinstance(error, urllib.error.URLError):  # a reason that is text: "no host given", ...
-        return False
-    if isinstance(error, OSError):  # refused, reset, timed out, closed mid-body, DNS
-        return True
-    return isinstance(error, (http.client.IncompleteRead, http.client.BadStatusLine))
-
-
-def failure_reason(error: BaseException) -> str:
-    reason = getattr(error, "reason", None)
-    if not isinstance(reason, str):
-        reason = str(error) or type(error).__name__
-    # Escaped: http.client quotes what the server sent (a bad status line, say) in its errors.
-    return _plain(reason, 200)
-
-
-def _linked(hops: Iterable[Message]) -> tuple[Validators, int | None] | None:
-    """What the last redirect that named the file said of it: its `LINKED` validators and
-    its ``X-Linked-Size`` (None: no redirect named it)."""
-    found = None
-    for headers in hops:
-        validators = tuple(
-            (name, _plain(str(value), 200))
-            for name in LINKED
-            if (value := headers.get(name)) is not None
-        )
-        if validators:
-            size = headers.get("X-Linked-Size", "")
-            found = (validators, int(size) if _CONTENT_LENGTH.fullmatch(size.strip()) else None)
-    return found
-
-
-def _retry_after(headers: Message | None) -> float | None:
-    """How long a 429 or 503 asks the client to wait: ``Retry-After`` (seconds, or a date),
-    else the reset time of an exhausted ``RateLimit`` (``"api";r=0;t=55``), else None."""
-    if headers is None:
-        return None
-    value = (headers.get("Retry-After") or "").strip()
-    if _CONTENT_LENGTH.fullmatch(value):
-        return float(value)
-    if value:
-        import email.utils
-
-        try:
-            when = email.utils.parsedate_to_datetime(value).timestamp()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            when = None
-        if when is not None:
-            return max(when - time.time(), 0.0)
-    match = _RATE_LIMIT.search(headers.get("RateLimit") or "")
-    if match is not None and int(match[1]) == 0:
-        return float(match[2])
-    return None
-
-
-def _waited(waits: list[float]) -> str:
-    if not waits:
-        return "no wait made"
-    return f"waited {len(waits)} time{'s' if len(waits) > 1 else ''}, {sum(waits):g} s in all"

@@ -54,7 +54,8 @@ import base64
 import time
 
 from .base import RangeFile, ShortRead
-from .http_exchange import LINKED, Exchange
+from .http_exchange import Exchange
+from .http_replies import LINKED
 from .http_wire import Pool, poolable
 from .hub import linked_sha256
 from .options import REMOTE_GAP
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from .base import Validators
-    from .http_exchange import Held
+    from .http_replies import Held
     from .options import Clock, Options
     from .planning import Read
 
