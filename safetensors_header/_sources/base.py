@@ -28,7 +28,7 @@ from .._parser import parse_header
 from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
 
-__all__ = ["RangeFile", "Restart", "ShortRead", "changed", "header_of", "identified"]
+__all__ = ["RangeFile", "Restart", "ShortRead", "changed", "header_of"]
 __all__ += ["read_from"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -91,8 +91,8 @@ class RangeFile:
         # the validators None while no reply has said them (a 416 says only the size).
         self.identified = False
         self.validators: Validators | None = None
-        # The identity of the file a header given for this file was read from (`expect`).
-        self.expected: FileIdentity | None = None
+        # A header given for this file (`expect`): the file must be the one it was read from.
+        self.expected: Header | None = None
         # At least the bytes its header takes (8 + N), where something said so beforehand (a
         # checkpoint's index names the tensors of each shard): the first read asks no more.
         self.header_hint: int | None = None
@@ -152,11 +152,8 @@ class RangeFile:
 
     def expect(self, header: Header) -> None:
         """Read this file's data with `header`: it must be of the file the header was read
-        from (its identity; at least its size, where the header has none)."""
-        identity = header.identity
-        if identity is None:  # (parse_header's): its size is all there is to check
-            identity = FileIdentity("", header.file_size)
-        self.expected = identity
+        from (its identity; at least its size, where the header has none: `parse_header`'s)."""
+        self.expected = header
 
     def confirm(self, header: Header, clock: Clock) -> None:
         """`expect` `header`, and where the file's validators cannot decide that it is the
@@ -165,10 +162,9 @@ class RangeFile:
         the file's now: one read of ``8 + N`` bytes. A header read from another location
         (a copy of the file) is held to its size."""
         self.expect(header)
-        identity = self.expected
-        assert identity is not None
-        if identity.location != self.shown or identity.header_digest is None:
-            return  # a header of another location (a copy): its size decides
+        identity = header.identity
+        if identity is None or identity.location != self.shown or identity.header_digest is None:
+            return  # a header of another location (a copy), or of none: its size decides
         if identity.validators:
             return  # the first reply's validators decide
         import zlib
@@ -182,16 +178,19 @@ class RangeFile:
             )
 
     def _against_expected(self, size: int | None, validators: Validators | None) -> None:
-        expected = self.expected
-        assert expected is not None
-        if expected.size is not None and size is not None and size != expected.size:
+        header = self.expected
+        assert header is not None
+        expected = header.identity
+        expected_size = header.file_size if expected is None else expected.size
+        if expected_size is not None and size is not None and size != expected_size:
             raise changed(
                 self.shown,
                 f"its size is {size:,} bytes, but its header was read from a file of "
-                f"{expected.size:,}",
+                f"{expected_size:,}",
             )
         if (
-            validators is not None
+            expected is not None
+            and validators is not None
             and expected.location == self.shown
             and validators != expected.validators
         ):
@@ -374,12 +373,8 @@ def read_from(
     import zlib
 
     digest = zlib.crc32(memoryview(data)[: header.data_start])
-    return identified(header, FileIdentity(location, size, validators, digest))
-
-
-def identified(header: Header, identity: FileIdentity) -> Header:
-    """`header`, just made and not yet seen by anyone, with the identity it was read with."""
-    defer_identity(header, identity)  # (cheaper than a copy, and as safe)
+    # (made when first asked for: most headers are read for their tensors alone)
+    defer_identity(header, (FileIdentity, location, size, validators, digest))
     return header
 
 

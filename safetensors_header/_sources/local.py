@@ -18,7 +18,7 @@ import stat
 from .._errors import HeaderError
 from .._header import defer_identity, make_identity
 from .._parser import parse_file_start, parse_header
-from .base import RangeFile, ShortRead, header_of, identified
+from .base import RangeFile, ShortRead, header_of
 from .options import LOCAL_GAP
 from .planning import cut
 from .streams import StreamFile, read_at_most, stat_validators
@@ -247,8 +247,8 @@ class PathFile(RangeFile):
         finally:
             if descriptor >= 0:
                 os.close(descriptor)
-        identity = make_identity(self.shown, self.size, self.validators, None)
-        return identified(header, identity)
+        defer_identity(header, (make_identity, self.shown, self.size, self.validators, None))
+        return header
 
     def prepare(self) -> None:
         if not self.identified:
