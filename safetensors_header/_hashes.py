@@ -266,39 +266,45 @@ def hash_tensors(
     tick = None if progress is None else _Progress(progress, _total(named, infos, files=files))
     digests: dict[str, bytes] = {}
     whole: dict[str, str] = {}
-    datas = {id(file): _Bytes(file) for _, file in named}  # (a local file mapped)
-    try:
-        if files:
-            # Each file is read once, in order: its own digest on one thread, its tensors'
-            # on a second (`_whole_file`); as many files at once as there are pairs of
-            # workers.
-            def hash_file(job: tuple[str, SafetensorsFile]) -> None:
-                name, file = job
-                whole[name] = _whole_file(datas[id(file)], new, digests, deadline, tick)
+    if files:
+        # Each file is read once, in order: its own digest on one thread, its tensors' on a
+        # second (`_whole_file`); as many files at once as there are pairs of workers.
+        def hash_file(job: tuple[str, SafetensorsFile]) -> None:
+            name, file = job
+            data = _Bytes(file)
+            try:
+                whole[name] = _whole_file(data, new, digests, deadline, tick)
+            except BaseException:
+                data.close(check=False)
+                raise
+            data.close(check=True)  # (a file rewritten while it was mapped: FileChanged)
 
-            jobs = [(name or file.source, file) for name, file in named]
-            jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
-            _run_parallel(hash_file, jobs, max(1, workers // 2))
-        else:
-            # A tensor larger than a worker's share would keep one core busy after the
-            # others are done: blake3 spreads it over all of them (sha256 cannot).
-            share = sum(info.nbytes for _, info in infos) / workers
+        jobs = [(name or file.source, file) for name, file in named]
+        jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
+        _run_parallel(hash_file, jobs, max(1, workers // 2))
+    else:
+        # A file at a time (a few maps open at once, however many shards), its largest
+        # tensors first, so that the workers finish together.
+        order = [
+            (file, info)
+            for _, file in named
+            for info in sorted(file.header.tensors.values(), key=lambda info: -info.nbytes)
+        ]
+        opened = _Opened(order)
+        # A tensor larger than a worker's share would keep one core busy after the others
+        # are done: blake3 spreads it over all of them (sha256 cannot).
+        share = sum(info.nbytes for _, info in infos) / workers
 
-            def hash_tensor(index: int) -> None:
-                file, info = infos[index]
-                data = datas[id(file)]
-                maker = wide if info.nbytes > share else new
-                digests[info.name] = _tensor_digest(data, info, maker, deadline, tick)
+        def hash_tensor(job: tuple[SafetensorsFile, TensorInfo]) -> None:
+            file, info = job
+            maker = wide if info.nbytes > share else new
+            digests[info.name] = _tensor_digest(opened.get(file), info, maker, deadline, tick)
+            opened.done(file)
 
-            # The largest tensors first, so that the workers finish together.
-            order = sorted(range(len(infos)), key=lambda i: -infos[i][1].nbytes)
+        try:
             _run_parallel(hash_tensor, order, workers)
-    except BaseException:
-        for data in datas.values():
-            data.close(check=False)
-        raise
-    for data in datas.values():
-        data.close(check=True)  # (a file rewritten while it was mapped: FileChanged)
+        finally:
+            opened.close()
     ordered = {info.name: digests[info.name] for _, info in infos}
     content = new()
     for digest in ordered.values():
@@ -467,6 +473,43 @@ def _map(file: SafetensorsFile) -> mmap.mmap | None:
     if mapped is not None and hasattr(mmap, "MADV_SEQUENTIAL"):
         mapped.madvise(mmap.MADV_SEQUENTIAL)  # read ahead of a file that is not cached
     return mapped
+
+
+class _Opened:
+    """Each file's `_Bytes`, made when a worker first needs it and closed (its file checked)
+    by the worker that hashes its last tensor: a checkpoint of many shards has a few maps at
+    a time (each keeps a descriptor open), and their unmapping is spread over the workers."""
+
+    def __init__(self, jobs: Sequence[tuple[SafetensorsFile, TensorInfo]]) -> None:
+        self.lock = threading.Lock()
+        self.open: dict[int, _Bytes] = {}
+        self.left: dict[int, int] = {}
+        for file, _ in jobs:
+            self.left[id(file)] = self.left.get(id(file), 0) + 1
+
+    def get(self, file: SafetensorsFile) -> _Bytes:
+        with self.lock:
+            data = self.open.get(id(file))
+            if data is None:
+                data = self.open[id(file)] = _Bytes(file)
+            return data
+
+    def done(self, file: SafetensorsFile) -> None:
+        """One more of `file`'s tensors hashed: after its last, its map is closed, and a
+        file rewritten while it was mapped is FileChanged."""
+        with self.lock:
+            self.left[id(file)] -= 1
+            if self.left[id(file)]:
+                return
+            data = self.open.pop(id(file))
+        data.close(check=True)
+
+    def close(self) -> None:
+        """Every map still open closed, unchecked (a worker failed: its error is raised)."""
+        with self.lock:
+            left, self.open = list(self.open.values()), {}
+        for data in left:
+            data.close(check=False)
 
 
 def _tensor_digest(

@@ -334,6 +334,39 @@ def test_a_map_and_copies_give_the_same_digests(
     assert hash_tensors(folder, files=files, max_workers=3) == mapped
 
 
+def test_a_checkpoint_of_many_shards_has_a_few_maps_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each map keeps a descriptor: a file's is made when a worker first needs it and closed
+    # after its last tensor, so that thousands of shards do not run out of descriptors.
+    tensors = _tensors()
+    folder = _save(tmp_path, tensors, 8)
+    live, most = [0], [0]
+    lock = threading.Lock()
+    real_init, real_close = hashes_module._Bytes.__init__, hashes_module._Bytes.close
+
+    def init(self: Any, file: Any) -> None:
+        real_init(self, file)
+        with lock:
+            live[0] += 1
+            most[0] = max(most[0], live[0])
+
+    def close(self: Any, *, check: bool) -> None:
+        if self.map is not None:
+            with lock:
+                live[0] -= 1
+        real_close(self, check=check)
+
+    monkeypatch.setattr(hashes_module._Bytes, "__init__", init)
+    monkeypatch.setattr(hashes_module._Bytes, "close", close)
+    hashes = hash_tensors(folder, max_workers=2)
+    assert dict(hashes.tensors) == {
+        name: hashlib.sha256(data).hexdigest() for name, (_, _, data) in tensors.items()
+    }
+    assert live == [0]  # every map closed
+    assert 1 <= most[0] <= 3  # (a worker a file, and one more as a worker moves on)
+
+
 def test_a_failure_while_hashing_tensors_of_a_whole_file_is_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
