@@ -330,9 +330,14 @@ class ReadPlan:
     def __init__(
         self,
         tensors: tuple[PlannedTensor, ...],
-        requests: Requests,
+        requests: Requests | Iterable[tuple[str | None, int, int]],
         files: tuple[tuple[str | None, SafetensorsFile], ...],
     ) -> None:
+        if not isinstance(requests, Requests):  # triples, as `requests` iterates
+            requests = Requests(
+                (file, start, stop - start, max(stop - start, 1), 1)
+                for file, start, stop in requests
+            )
         set_fields(self, ReadPlan, (tensors, requests, files))
 
     @property

@@ -229,6 +229,8 @@ def test_a_plan_is_data(checkpoint: Checkpoint) -> None:
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan
     assert isinstance(again, ReadPlan)
+    # Made again from its parts as plain tuples, it is the same plan.
+    assert ReadPlan(plan.tensors, tuple(plan.requests), plan.files) == plan
     assert {name: bytes(view) for name, view in again.read().items()} == {
         name: bytes(view) for name, view in plan.read().items()
     }
