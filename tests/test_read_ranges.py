@@ -676,3 +676,29 @@ def test_ranges_past_a_known_end_are_not_asked_for(site: Site) -> None:
     with pytest.raises(HeaderError, match=f"the file is {len(FILE):,} bytes"):
         read_ranges(site.url("m"), ranges, gap=0)
     assert len(site.done(1)) == 1  # the first reply said the size: the rest start past it
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux's smaps")
+def test_fresh_buffers_take_no_huge_page_advice() -> None:
+    # A huge page's fault zeroes 2 MiB and may wait on compaction: loads were less steady.
+    import ctypes
+
+    from safetensors_header._sources.planning import allocate
+
+    buffer = allocate(8 << 20)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    flags = None
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            first = line.split(" ", 1)[0]
+            if "-" in first and not first.endswith(":"):
+                low, high = (int(bound, 16) for bound in first.split("-"))
+                inside = low <= address < high
+            elif inside and line.startswith("VmFlags:"):
+                flags = line.split()[1:]
+                break
+    assert flags is not None  # the buffer's mapping was found
+    assert "wr" in flags
+    assert "hg" not in flags  # MADV_HUGEPAGE
+    buffer[:] = bytes(len(buffer))  # writable, whole
