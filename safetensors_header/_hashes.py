@@ -11,12 +11,9 @@ sharding, tensor order, metadata and padding leave unchanged; and in the same pa
 hash each file whole (``sha256sum``'s digest, which the Hub publishes). Every digest is
 defined in docs/integrity.md, byte for byte.
 
-Speed: a local file is hashed through a read-only map of it, so its bytes come from the page
-cache without a copy (a copy costs a fifth of sha256's time; a map's page faults less), on
-every core: the largest tensors first, a piece (`_PIECE`) at a time, hashlib and blake3
-letting go of the GIL. Any other source is read a piece at a time into each worker's buffer.
-A whole file's digest is one sequence: one thread hashes its pieces in order while a second
-hashes the same pieces into the tensors' digests.
+Speed: a local file is hashed through a read-only map of it (no copy out of the page cache),
+any other source read into each worker's buffer; on every core, the largest tensors first, a
+piece (`_PIECE`) at a time, hashlib and blake3 letting go of the GIL.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from ._checkpoint import files_of
 from ._fetch import map_file
 from ._record import frozen_record, set_fields
 from ._sources.options import Options
+from ._sources.threads import run_parallel
 
 __all__ = ["BLAKE3", "TensorHashes", "hash_tensors", "tensor_fingerprint", "verify_tensors"]
 
@@ -56,11 +54,9 @@ if TYPE_CHECKING:
         def hexdigest(self) -> str: ...
 
 
-# Bytes hashed at a time: a view of a local file's map (for the progress, the deadline, the
-# hand-off between a whole file's two threads, the pages let go once hashed), or a piece
-# read into a thread's buffer from any other source. With a map the size matters little
-# (1 to 16 MiB within the noise: benchmarks/README.md); a copy's, read through the data
-# path, costs a call each, and 1 MiB is as fast as 256 KiB, which fits this machine's L2.
+# Bytes hashed at a time: a view of a local file's map, or read into a thread's buffer. Over
+# a map, 1 to 16 MiB are equal within the noise; read through the data path, a piece costs a
+# call, and 1 MiB is faster than 256 KiB, which fits this machine's L2 (benchmarks/README.md).
 _PIECE: Final = 1 << 20
 # A source whose requests cost more (a URL, an object store: its `gap`, the bytes a request
 # is worth) is read in pieces of at least this many of its gaps: 8 MiB for a URL.
@@ -255,45 +251,43 @@ def hash_tensors(
     max_workers, timeout = transport.get("max_workers"), transport.get("timeout")
     cores = os.cpu_count() or 1
     workers = max_workers or max(2, cores)
-    # blake3's own threads take the cores the workers leave: with a worker a core, one each
-    # (its threads cost more processor time for the same bytes: benchmarks/README.md); with
-    # one worker, every core; and every core for a tensor too large to share (below).
+    # blake3's own threads take the cores the workers leave: one each with a worker a core (its
+    # threads cost more processor time: benchmarks/README.md); with one worker, every core.
     new = _hasher(algorithm, max(1, cores // workers))
     wide = _hasher(algorithm, cores) if algorithm == BLAKE3 and workers > 1 else new
     named = files_of(source, **transport)
     infos = [(file, info) for _, file in named for info in file.header.tensors.values()]
-    deadline = _Deadline(timeout)
-    tick = None if progress is None else _Progress(progress, _total(named, infos, files=files))
+    deadline, tensor_bytes = _Deadline(timeout), sum(info.nbytes for _, info in infos)
+    total = sum(file.header.data_start + file.header.data_size for _, file in named)
+    tick = None if progress is None else _Progress(progress, total if files else tensor_bytes)
     digests: dict[str, bytes] = {}
     whole: dict[str, str] = {}
+    jobs: list[Any]  # a file's (name, file), or a tensor's (file, info)
+    work: Callable[[Any], None]
     if files:
         # Each file is read once, in order: its own digest on one thread, its tensors' on a
         # second (`_whole_file`); as many files at once as there are pairs of workers.
-        def hash_file(job: tuple[str, SafetensorsFile]) -> None:
-            name, file = job
-            data = _Bytes(file)
-            try:
-                whole[name] = _whole_file(data, new, digests, deadline, tick)
-            except BaseException:
-                data.close(check=False)
-                raise
-            data.close(check=True)  # (a file rewritten while it was mapped: FileChanged)
+        jobs = sorted(named, key=lambda job: -(job[1].header.file_size or 0))  # largest first
+        opened = _Opened([file for _, file in jobs])
 
-        jobs = [(name or file.source, file) for name, file in named]
-        jobs.sort(key=lambda job: -(job[1].header.file_size or 0))  # the largest first
-        _run_parallel(hash_file, jobs, max(1, workers // 2))
+        def hash_file(job: tuple[str | None, SafetensorsFile]) -> None:
+            name, file = job
+            whole[name or file.source] = _whole_file(opened.get(file), new, digests, deadline, tick)
+            opened.done(file)
+
+        work, workers = hash_file, max(1, workers // 2)
     else:
         # A file at a time (a few maps open at once, however many shards), its largest
         # tensors first, so that the workers finish together.
-        order = [
+        jobs = [
             (file, info)
             for _, file in named
             for info in sorted(file.header.tensors.values(), key=lambda info: -info.nbytes)
         ]
-        opened = _Opened(order)
+        opened = _Opened([file for file, _ in jobs])
         # A tensor larger than a worker's share would keep one core busy after the others
         # are done: blake3 spreads it over all of them (sha256 cannot).
-        share = sum(info.nbytes for _, info in infos) / workers
+        share = tensor_bytes / workers
 
         def hash_tensor(job: tuple[SafetensorsFile, TensorInfo]) -> None:
             file, info = job
@@ -301,10 +295,11 @@ def hash_tensors(
             digests[info.name] = _tensor_digest(opened.get(file), info, maker, deadline, tick)
             opened.done(file)
 
-        try:
-            _run_parallel(hash_tensor, order, workers)
-        finally:
-            opened.close()
+        work = hash_tensor
+    try:
+        run_parallel(work, jobs, workers)
+    finally:
+        opened.close()
     ordered = {info.name: digests[info.name] for _, info in infos}
     content = new()
     for digest in ordered.values():
@@ -381,10 +376,6 @@ def _u64(number: int) -> bytes:
     return number.to_bytes(_U64, "little")
 
 
-def _piece_size(file: SafetensorsFile) -> int:
-    return max(_PIECE, _GAPS_PER_PIECE * file.gap)
-
-
 def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
     """``(offset, length)`` of each piece of at most `size` bytes of ``[start, end)``."""
     for at in range(start, end, size):
@@ -392,28 +383,21 @@ def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
 
 
 class _Bytes:
-    """One file's bytes, a piece at a time: views of a read-only map of a local file (the
-    page cache's own pages, no copy), or, from any other source, pieces read into a buffer
-    of the caller's through the data path (each read checked to be of the same file).
+    """One file's bytes, a piece at a time: views of a read-only map of a local file (no
+    copy), or pieces read into a thread's buffer through the data path (any other source).
 
-    A map costs its page faults and its unmapping, a little less than a copy costs (for
-    1.48 GB in the page cache, about 0.15 s of processor time against 0.20 s: sha256 takes
-    1.0 s; benchmarks/README.md). The map is of the file the header was read from
-    (`map_file` checks its identity); `close` checks it again, once every piece is hashed.
-    A file cut short while it is mapped ends the process (SIGBUS), as for any reader of a
-    map: numpy's, torch's, the reference's.
+    A map costs its page faults and its unmapping, a little less than a copy (for 1.48 GB
+    in the page cache, 0.17-0.20 s of processor time against 0.19-0.26 s; sha256 1.0 s:
+    benchmarks/README.md). It is of the file the header was read from (`map_file` checks
+    its identity), checked again by `close`. A file cut short while it is mapped ends the
+    process (SIGBUS), as for any reader of a map: numpy's, torch's, the reference's.
     """
 
     def __init__(self, file: SafetensorsFile) -> None:
         self.file = file
         self.map = _map(file)
         self.view = None if self.map is None else memoryview(self.map)
-        self.size = _PIECE if self.view is not None else _piece_size(file)
-        import mmap
-
-        self.page = mmap.PAGESIZE
-        # A map's pages let go (the map's only: the file's stay in the page cache).
-        self.dontneed: int | None = getattr(mmap, "MADV_DONTNEED", None)
+        self.size = _PIECE if self.view is not None else max(_PIECE, _GAPS_PER_PIECE * file.gap)
 
     def read(
         self, at: int, count: int, buffer: memoryview | None, deadline: _Deadline
@@ -429,17 +413,22 @@ class _Bytes:
 
     def hashed(self, at: int, count: int) -> None:
         """``[at, at + count)`` is hashed: its whole pages are unmapped now, by the worker
-        that hashed them (the unmapping is spread over the cores, not left to the end)."""
-        if self.map is None or self.dontneed is None:
-            return
-        page = self.page
+        that hashed them (the unmapping spread over the cores; the file's pages stay cached)."""
+        import mmap
+
+        page = mmap.PAGESIZE
         low, high = -(-at // page) * page, (at + count) // page * page
-        if high > low:
-            self.map.madvise(self.dontneed, low, high - low)
+        if self.map is not None and high > low and hasattr(mmap, "MADV_DONTNEED"):
+            self.map.madvise(mmap.MADV_DONTNEED, low, high - low)
 
     def buffer(self) -> memoryview | None:
-        """The calling thread's buffer for `read` (None for a map: nothing to copy into)."""
-        return None if self.view is not None else _buffer(self.size)
+        """The calling thread's buffer for `read`, made once (None for a map: no copy)."""
+        if self.view is not None:
+            return None
+        buffer: memoryview | None = getattr(_buffers, "buffer", None)
+        if buffer is None or len(buffer) < self.size:
+            buffer = _buffers.buffer = memoryview(bytearray(self.size))
+        return buffer[: self.size]
 
     def close(self, *, check: bool) -> None:
         """Unmap; with `check`, first raise FileChanged if the file was rewritten or
@@ -457,9 +446,8 @@ class _Bytes:
 
 
 def _map(file: SafetensorsFile) -> mmap.mmap | None:
-    """A read-only map of `file` if it is a local regular file, of the file its header was
-    read from; None where there is none (a URL, a pipe, a file too large for the address
-    space)."""
+    """A read-only map of `file`, of the file its header was read from; None but for a local
+    regular file that fits in the address space."""
     path = file.local_path
     if path is None:
         return None
@@ -480,11 +468,11 @@ class _Opened:
     by the worker that hashes its last tensor: a checkpoint of many shards has a few maps at
     a time (each keeps a descriptor open), and their unmapping is spread over the workers."""
 
-    def __init__(self, jobs: Sequence[tuple[SafetensorsFile, TensorInfo]]) -> None:
+    def __init__(self, files: Sequence[SafetensorsFile]) -> None:  # (one a job)
         self.lock = threading.Lock()
         self.open: dict[int, _Bytes] = {}
         self.left: dict[int, int] = {}
-        for file, _ in jobs:
+        for file in files:
             self.left[id(file)] = self.left.get(id(file), 0) + 1
 
     def get(self, file: SafetensorsFile) -> _Bytes:
@@ -495,8 +483,7 @@ class _Opened:
             return data
 
     def done(self, file: SafetensorsFile) -> None:
-        """One more of `file`'s tensors hashed: after its last, its map is closed, and a
-        file rewritten while it was mapped is FileChanged."""
+        """One more of `file`'s jobs done; after its last, its map closed and checked."""
         with self.lock:
             self.left[id(file)] -= 1
             if self.left[id(file)]:
@@ -505,11 +492,14 @@ class _Opened:
         data.close(check=True)
 
     def close(self) -> None:
-        """Every map still open closed, unchecked (a worker failed: its error is raised)."""
+        """Every map left closed, unchecked (a worker failed: its error is raised)."""
         with self.lock:
             left, self.open = list(self.open.values()), {}
         for data in left:
             data.close(check=False)
+
+
+_buffers = threading.local()  # each worker's piece buffer
 
 
 def _tensor_digest(
@@ -529,16 +519,6 @@ def _tensor_digest(
     return hasher.digest()
 
 
-_buffers = threading.local()  # each worker's piece buffer, made once
-
-
-def _buffer(size: int) -> memoryview:
-    buffer: memoryview | None = getattr(_buffers, "buffer", None)
-    if buffer is None or len(buffer) < size:
-        buffer = _buffers.buffer = memoryview(bytearray(size))
-    return buffer[:size]
-
-
 def _whole_file(
     data: _Bytes,
     new: Callable[[], Hasher],
@@ -546,14 +526,10 @@ def _whole_file(
     deadline: _Deadline,
     tick: _Progress | None,
 ) -> str:
-    """The digest of the whole file, and (into `digests`) its tensors', from one read of it.
-
-    This thread reads the pieces in order and hashes each into the file's digest; a second
-    thread hashes the same pieces into the tensors' digests, so that each byte is read once
-    (from a map: the two threads a few pieces apart, so that a file not in the page cache is
-    read from the disk once) and both hashes run at once. `_IN_FLIGHT` pieces go round
-    between the two.
-    """
+    """The digest of the whole file, and (into `digests`) its tensors', from one read of it:
+    this thread reads the pieces in order and hashes each into the file's digest, a second
+    hashes them into the tensors' digests, at most `_IN_FLIGHT` pieces behind (from a map
+    too: a file not in the page cache is read from the disk once)."""
     import queue
 
     header = data.file.header
@@ -588,7 +564,7 @@ def _whole_file(
                 free.put(buffer)
         except BaseException as error:  # re-raised by the reading thread
             failed.append(error)
-            free.put(None if data.view is not None else memoryview(bytearray(data.size)))
+            free.put(None)  # (the reader, waiting for a buffer, sees `failed` and stops)
             while full.get() is not None:  # (never leave the reader waiting)
                 pass
             return
@@ -615,17 +591,6 @@ def _whole_file(
     if failed:
         raise failed[0]
     return whole.hexdigest()
-
-
-def _total(
-    named: Sequence[tuple[str | None, SafetensorsFile]],
-    infos: Sequence[tuple[SafetensorsFile, TensorInfo]],
-    *,
-    files: bool,
-) -> int:
-    if files:
-        return sum(file.header.data_start + file.header.data_size for _, file in named)
-    return sum(info.nbytes for _, info in infos)
 
 
 class _Progress:
@@ -655,40 +620,6 @@ class _Deadline:
         if left <= 0:
             raise TimeoutError(f"the call's timeout of {self.timeout:g} s is up")
         return left
-
-
-def _run_parallel(work: Callable[[Any], None], jobs: Sequence[Any], workers: int) -> None:
-    """`work(job)` for every job on at most `workers` threads; the first failure is raised
-    (the other threads take no new job after it)."""
-    workers = min(workers, len(jobs))
-    if workers <= 1:
-        for job in jobs:
-            work(job)
-        return
-    pending = iter(jobs)
-    lock = threading.Lock()
-    failures: list[BaseException] = []
-
-    def loop() -> None:
-        while True:
-            with lock:
-                job = None if failures else next(pending, None)
-            if job is None:
-                return
-            try:
-                work(job)
-            except BaseException as error:  # re-raised in the calling thread
-                with lock:
-                    failures.append(error)
-                return
-
-    threads = [threading.Thread(target=loop, name="hash", daemon=True) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
 
 
 def _hasher(algorithm: object, threads: int = 1) -> Callable[[], Hasher]:
