@@ -399,7 +399,7 @@ def _check_against_shards(
         owner: Mapping[str, str] = weight_map
         problems: list[Finding] = []
     else:
-        owner, problems = _disagreements(files, weight_map, Finding)  # raises on the errors
+        owner, problems = _disagreements(files, weight_map)  # raises on the errors
     total = (metadata or {}).get("total_size")
     # The tensors of a valid file cover its data buffer exactly: their bytes are its size.
     actual = sum(header.data_size for header in files.values())
@@ -414,11 +414,13 @@ def _check_against_shards(
 
 
 def _disagreements(
-    files: dict[str, Header], weight_map: dict[str, str], finding: type[Finding]
+    files: dict[str, Header], weight_map: dict[str, str]
 ) -> tuple[dict[str, str], list[Finding]]:
     """Where the shards and the index disagree: an error for a tensor in two shards or
     not where the index puts it, findings for those the index does not list; and each
     tensor's shard."""
+    from ._audit import Finding
+
     owner: dict[str, str] = {}
     for file, header in files.items():
         mine = dict.fromkeys(header.tensors, file)
@@ -438,7 +440,7 @@ def _disagreements(
                 tensor=name,
             )
     return owner, [
-        finding(
+        Finding(
             "UnlistedTensor",
             f"tensor {name!r} is in {owner[name]!r} but not in the index's weight_map",
             name,

@@ -29,28 +29,27 @@ from ._fetch import SafetensorsFile, read_planned
 from ._format import DTYPE_BITS
 from ._geometry import selected
 from ._record import frozen_record, set_fields
+from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
-from ._sources.planning import allocate, part_length, streams, with_segments
+from ._sources.planning import allocate, with_segments
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable
     from typing import Any, Final, TypeAlias
 
     from typing_extensions import Unpack
 
     from ._header import TensorInfo
+    from ._runs import Block
     from ._sources.planning import Read
     from ._sources.transport import Transport
 
     #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
     Selection: TypeAlias = object
     Selector: TypeAlias = Mapping[str, object] | Callable[[TensorInfo], object]
-    #: Equal runs a stride apart: ``[start, length, stride, count]`` (``count`` runs of
-    #: ``length`` bytes, the first at ``start``, each ``stride`` bytes after the one before).
-    Block: TypeAlias = list[int]
 
 _SKIP: Final = object()  # a callable's answer for a tensor not read
 
@@ -119,146 +118,6 @@ class Split:
 
     def __repr__(self) -> str:
         return f"Split({self.rank}, {self.world}, axis={self.axis})"
-
-
-class Runs(Sequence[tuple[int, int]]):
-    """``(offset, length)`` pairs of `number` runs of `length` bytes, each `stride` bytes
-    after the one before: a tensor's part split along a later axis (a run per row), held
-    as four numbers however many rows it has.
-
-    A sequence like the tuple of its pairs, and equal to it.
-    """
-
-    __slots__ = ("length", "number", "start", "stride")
-
-    start: int
-    length: int
-    stride: int
-    number: int
-
-    def __init__(self, start: int, length: int, stride: int, number: int) -> None:
-        for field, value in zip(Runs.__slots__, (length, number, start, stride), strict=True):
-            object.__setattr__(self, field, operator.index(value))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Runs are immutable: cannot assign to {name!r}")
-
-    def __len__(self) -> int:
-        return self.number
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        if index < 0:
-            index += self.number
-        if not 0 <= index < self.number:
-            raise IndexError("Runs index out of range")
-        return (self.start + index * self.stride, self.length)
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        start, length, stride = self.start, self.length, self.stride
-        return ((start + i * stride, length) for i in range(self.number))
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes of all the runs."""
-        return self.length * self.number
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Runs):
-            if self.number != other.number:
-                return False
-            return self.number == 0 or (
-                (self.start, self.length) == (other.start, other.length)
-                and (self.number == 1 or self.stride == other.stride)
-            )
-        if isinstance(other, tuple):
-            return len(other) == self.number and tuple(self) == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return (
-            f"Runs(start={self.start}, length={self.length}, stride={self.stride}, "
-            f"number={self.number})"
-        )
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (Runs, (self.start, self.length, self.stride, self.number))
-
-
-class Requests(Sequence[tuple[str | None, int, int]]):
-    """``(file, start, stop)`` of every request of a `ReadPlan`, held as runs of equal
-    requests a stride apart (the rows of a split no gap joins are as many requests, but one
-    entry here): a sequence like the tuple of its triples, and equal to it.
-    """
-
-    __slots__ = ("_blocks", "_ends")
-
-    def __init__(self, blocks: Iterable[tuple[str | None, int, int, int, int]]) -> None:
-        # (file, start, length, stride, count): `count` requests of `length` bytes (> 0),
-        # each `stride` (> 0) after the one before.
-        self._blocks = tuple(block for block in blocks if block[4])
-        ends, total = [], 0
-        for block in self._blocks:
-            total += block[4]
-            ends.append(total)
-        self._ends = ends
-
-    def __len__(self) -> int:
-        return self._ends[-1] if self._ends else 0
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("Requests index out of range")
-        from bisect import bisect_right
-
-        at = bisect_right(self._ends, index)
-        file, start, length, stride, count = self._blocks[at]
-        first = start + (index - self._ends[at] + count) * stride
-        return (file, first, first + length)
-
-    def __iter__(self) -> Iterator[tuple[str | None, int, int]]:
-        for file, start, length, stride, count in self._blocks:
-            for first in range(start, start + count * stride, stride):
-                yield (file, first, first + length)
-
-    def per_file(self) -> dict[str | None, tuple[int, int]]:
-        """File name -> (the requests made to it, the bytes they read)."""
-        out: dict[str | None, tuple[int, int]] = {}
-        for file, _, length, _, count in self._blocks:
-            requests, read = out.get(file, (0, 0))
-            out[file] = (requests + count, read + length * count)
-        return out
-
-    def spans(self, file: str | None) -> list[tuple[int, int]]:
-        """``[start, stop)`` of the requests to `file`, in order."""
-        return [
-            (first, first + length)
-            for name, start, length, stride, count in self._blocks
-            if name == file
-            for first in range(start, start + count * stride, stride)
-        ]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Requests, tuple)):
-            return len(self) == len(other) and tuple(self) == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"<Requests {len(self):,} in {len(self._blocks):,} runs>"
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (Requests, (self._blocks,))
 
 
 @frozen_record()
@@ -487,17 +346,17 @@ def plan_reads(
                 continue
             ranges, shape = _ranges(info, selection)
             planned.append(PlannedTensor(info.name, name, info.dtype, shape, ranges))
-            blocks += _blocks(ranges)
+            blocks += blocks_of(ranges)
         tensors += planned
         blocks.sort()
         joinable = file.gap if gap is None else gap
-        spans = _joined(blocks, joinable, max_over_read, max_requests, name)
-        made = _parts(spans, part_size, max_workers)
+        spans = joined_blocks(blocks, joinable, max_over_read, max_requests, name)
+        made = request_blocks(spans, part_size, max_workers)
         count = sum(block[3] for block in made)
         if max_requests is not None and count > max_requests:
             longest = max(block[1] for block in made)
             raise ValueError(
-                f"{_shown(name)}: {count:,} requests of at most {longest:,} bytes "
+                f"{shown(name)}: {count:,} requests of at most {longest:,} bytes "
                 f"(part_size={part_size:,}) are needed, above max_requests={max_requests:,}: "
                 "raise part_size or max_requests"
             )
@@ -625,132 +484,6 @@ def _split_ranges(
     return Runs(start, length, size * row, outer), result
 
 
-def _blocks(ranges: Sequence[tuple[int, int]]) -> list[Block]:
-    """The non-empty ranges, sorted, as blocks of equal runs a stride apart."""
-    if isinstance(ranges, Runs):
-        return [[ranges.start, ranges.length, ranges.stride, ranges.number]] if ranges else []
-    blocks: list[Block] = []
-    for offset, length in sorted(ranges):
-        if not length:
-            continue
-        if blocks:
-            last = blocks[-1]
-            if length == last[1]:
-                if last[3] == 1:
-                    last[2], last[3] = offset - last[0], 2
-                    continue
-                if offset == last[0] + last[3] * last[2]:
-                    last[3] += 1
-                    continue
-        blocks.append([offset, length, length, 1])
-    return blocks
-
-
-def _joined(
-    blocks: list[Block],
-    joinable: int,
-    max_over_read: float | None,
-    max_requests: int | None,
-    name: str | None,
-) -> list[Block]:
-    """The sorted runs of `blocks` with gaps joined, smallest first (the first of equal
-    gaps first): those up to `joinable` bytes, then down to `max_requests` spans, all
-    within `max_over_read`. Equal gaps (those between the runs of a block) are joined as
-    many at a time: the cost is in blocks and spans made, not in runs."""
-    runs = sum(block[3] for block in blocks)
-    if runs < 2:
-        return blocks
-    asked = sum(block[1] * block[3] for block in blocks)
-    budget = float("inf") if max_over_read is None else max_over_read * asked
-    # (gap, index of its first, how many, where): the gaps between a block's runs
-    # (where >= 0: that block), then the one after it (where < 0: ~block).
-    gaps: list[tuple[int, int, int, int]] = []
-    index = 0
-    for at, (start, length, stride, count) in enumerate(blocks):
-        if count > 1:
-            gaps.append((stride - length, index, count - 1, at))
-            index += count - 1
-        if at + 1 < len(blocks):
-            end = start + (count - 1) * stride + length
-            gaps.append((max(blocks[at + 1][0] - end, 0), index, 1, ~at))
-            index += 1
-    gaps.sort()
-    inside = [0] * len(blocks)  # of each block's inner gaps, the first `inside` joined
-    after = [False] * len(blocks)
-    left, extra = runs, 0
-    for gap, _, many, where in gaps:
-        too_many = max_requests is not None and left > max_requests
-        if gap > joinable and not too_many:
-            break
-        wanted = many if gap <= joinable or max_requests is None else min(many, left - max_requests)
-        fit = wanted if not gap or extra + wanted * gap <= budget else _fitting(extra, gap, budget)
-        if fit:
-            if where >= 0:
-                inside[where] = fit
-            else:
-                after[~where] = True
-            extra += fit * gap
-            left -= fit
-        if fit < wanted:  # the next gap would read more than max_over_read allows
-            if max_requests is None or left <= max_requests:
-                break
-            merged = runs - sum(many for size, _, many, _ in gaps if not size)
-            raise ValueError(
-                f"{_shown(name)}: {merged:,} runs cannot be joined into "
-                f"max_requests={max_requests:,} requests without reading "
-                f"{(extra + gap) / asked:.1%} more than the {asked:,} bytes asked, above "
-                f"max_over_read={max_over_read:g}: raise either bound"
-            )
-        if fit < many:  # max_requests met inside the equal gaps
-            break
-    spans: list[Block] = []
-    join = False
-    for at, (start, length, stride, count) in enumerate(blocks):
-        first = [start, inside[at] * stride + length, stride, 1]
-        rest = count - 1 - inside[at]
-        if join:
-            last = spans[-1]
-            if last[3] > 1:
-                last[3] -= 1
-                last = [last[0] + last[3] * last[2], last[1], last[2], 1]
-                spans.append(last)
-            last[1] = max(last[0] + last[1], start + first[1]) - last[0]
-        else:
-            spans.append(first)
-        if rest:
-            spans.append([start + (inside[at] + 1) * stride, length, stride, rest])
-        join = after[at]
-    return spans
-
-
-def _fitting(extra: int, gap: int, budget: float) -> int:
-    """The most gaps of `gap` bytes that keep ``extra + count * gap`` within `budget`."""
-    count = max(0, int((budget - extra) // gap))
-    while count and extra + count * gap > budget:
-        count -= 1
-    while extra + (count + 1) * gap <= budget:
-        count += 1
-    return count
-
-
-def _parts(spans: list[Block], part_size: int, max_workers: int) -> list[Block]:
-    """The requests that read `spans`, as `parts` cuts them: a span longer than the part
-    length cut into the fewest equal parts no longer than it."""
-    total = sum(length * count for _, length, _, count in spans)
-    most = part_length(total, part_size, streams(max_workers))
-    out: list[Block] = []
-    for block in spans:
-        start, length, stride, count = block
-        if length <= most:
-            out.append(block)
-            continue
-        pieces = -(-length // most)
-        bounds = [length * i // pieces for i in range(pieces + 1)]
-        for first in range(start, start + count * stride, stride):
-            out += [[first + bounds[i], bounds[i + 1] - bounds[i], 1, 1] for i in range(pieces)]
-    return out
-
-
 def _execute(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
     """Make a file's requests. One with many small runs (a split along a later axis, a run
     per row) is read whole into a staging buffer and its runs copied out: a memory copy of
@@ -784,7 +517,3 @@ def _execute(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
 
 def _first(segment: tuple[int, memoryview]) -> int:
     return segment[0]
-
-
-def _shown(name: str | None) -> str:
-    return "the file" if name is None else repr(name)

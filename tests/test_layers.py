@@ -53,7 +53,7 @@ MEMBERS = [
         "_extras",
     ],
     ["_sources", "_replace"],
-    ["_fetch", "_checkpoint", "_plan", "_hashes", "_writer", "_describe", "_verify"],
+    ["_fetch", "_checkpoint", "_plan", "_runs", "_hashes", "_writer", "_describe", "_verify"],
     [
         "numpy",
         "torch",
