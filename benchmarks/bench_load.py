@@ -178,11 +178,14 @@ def table(
     scale: float = 1.0,
     digits: int = 3,
 ) -> None:
-    print(f"| candidate | median {unit} | min {unit} |")
-    print("|---|---:|---:|")
+    print(f"| candidate | median {unit} | min {unit} | max {unit} | slowest / median |")
+    print("|---|---:|---:|---:|---:|")
     for name, runs in times.items():
-        median, least = statistics.median(runs) * scale, min(runs) * scale
-        print(f"| {name} | {median:.{digits}f} | {least:.{digits}f} |")
+        median, least, most = (f(runs) * scale for f in (statistics.median, min, max))
+        print(
+            f"| {name} | {median:.{digits}f} | {least:.{digits}f} | {most:.{digits}f} "
+            f"| {most / median:.2f} |"
+        )
     print()
     print("| ratio | median | range | target |")
     print("|---|---:|---|---|")
