@@ -15,9 +15,9 @@ byte of a tensor goes through two hashes, its tensor's and its file's); the cont
 and the fingerprints hash a few bytes a tensor, left out. Candidates, each once a round in
 an order that rotates:
 
-* ``hash_tensors``: sha256, as shipped (a local file mapped, hashed in pieces of
-  `_PIECE` bytes), and reading copies instead (``_hashes._map`` made to map nothing for the
-  run: each piece read through the data path into a buffer of the thread's);
+* ``hash_tensors``: sha256 with ``mmap=True`` (a local file mapped, hashed in pieces of
+  `_PIECE` bytes), and as shipped, reading copies (each piece read through the data path
+  into a buffer of the thread's);
 * ``hash_tensors files=True``: each file's whole digest too (its limit counts each byte of
   a tensor twice);
 * ``map and hash, a thread a core``: the files mapped, 1 MiB pieces of them hashed by a
@@ -56,7 +56,7 @@ from typing import Any
 from bench_load import SHARDS, make_checkpoint, table
 
 import safetensors_header
-from safetensors_header import _hashes, hash_tensors, read_checkpoint
+from safetensors_header import hash_tensors, read_checkpoint
 
 CACHED = 256 << 10  # bytes of the buffer the single-thread speed is measured on
 SPEED_BYTES = 512 << 20  # bytes hashed to measure it (about 0.35 s at 1.5 GB/s)
@@ -99,13 +99,8 @@ def timed(
 
 
 def copying(**options: object) -> object:
-    """`hash_tensors` with no file mapped: every piece read through the data path."""
-    saved = _hashes._map
-    _hashes._map = lambda file: None  # type: ignore[assignment]
-    try:
-        return hash_tensors(FOLDER, **options)  # type: ignore[arg-type]
-    finally:
-        _hashes._map = saved  # type: ignore[assignment]
+    """`hash_tensors` as shipped: every piece read through the data path."""
+    return hash_tensors(FOLDER, **options)  # type: ignore[arg-type]
 
 
 def a_thread_a_core(files: list[Path], hash_piece: Callable[[int, int], None]) -> None:
@@ -206,9 +201,9 @@ def main() -> None:
 
     candidates = {
         "limit": limit,
-        "hash_tensors": lambda: hash_tensors(FOLDER),
+        "hash_tensors": lambda: hash_tensors(FOLDER, mmap=True),
         "hash_tensors, copies": copying,
-        "hash_tensors files=True": lambda: hash_tensors(FOLDER, files=True),
+        "hash_tensors files=True": lambda: hash_tensors(FOLDER, files=True, mmap=True),
         "map and hash, a thread a core": map_and_hash,
         "read and hash, a thread a core": read_and_hash,
         "hashlib.file_digest": file_digest,
@@ -229,7 +224,9 @@ def main() -> None:
             # Not timed as it runs: its time is replaced below by bytes / (cores x speed).
             blake3_speeds.append(single_thread_speed(lambda: blake3.blake3(max_threads=1)))
 
-        candidates["hash_tensors blake3"] = lambda: hash_tensors(FOLDER, algorithm="blake3")
+        candidates["hash_tensors blake3"] = lambda: hash_tensors(
+            FOLDER, algorithm="blake3", mmap=True
+        )
         candidates["blake3 package, each file"] = blake3_package
         candidates["blake3 limit"] = blake3_limit
     read_files()

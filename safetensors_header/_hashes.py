@@ -213,6 +213,7 @@ def hash_tensors(
     algorithm: str = "sha256",
     files: bool = False,
     progress: Callable[[int, int], object] | None = None,
+    mmap: bool = False,
     **transport: Unpack[Transport],
 ) -> TensorHashes:
     """The digest of every tensor's bytes of a file or a checkpoint, one over them all, the
@@ -232,6 +233,8 @@ def hash_tensors(
         progress: Called as ``progress(bytes read, bytes in all)`` as the work goes on
             (from the worker threads, one call at a time: keep it quick), for a progress
             bar of the caller's.
+        mmap: Hash a local file through a read-only map rather than copies (a tenth less
+            processor time); a file cut short meanwhile then ends the process (SIGBUS).
         **transport: How the source is reached (`Transport`); ``max_workers`` threads at
             once (default: the cores, at least 2), each reading a piece into a buffer of
             its own and hashing it; ``timeout`` seconds the whole call may take (default
@@ -268,7 +271,7 @@ def hash_tensors(
         # Each file is read once, in order: its own digest on one thread, its tensors' on a
         # second (`_whole_file`); as many files at once as there are pairs of workers.
         jobs = sorted(named, key=lambda job: -(job[1].header.file_size or 0))  # largest first
-        opened = _Opened([file for _, file in jobs])
+        opened = _Opened([file for _, file in jobs], mapped=mmap)
 
         def hash_file(job: tuple[str | None, SafetensorsFile]) -> None:
             name, file = job
@@ -284,7 +287,7 @@ def hash_tensors(
             for _, file in named
             for info in sorted(file.header.tensors.values(), key=lambda info: -info.nbytes)
         ]
-        opened = _Opened([file for file, _ in jobs])
+        opened = _Opened([file for file, _ in jobs], mapped=mmap)
         # A tensor larger than a worker's share would keep one core busy after the others
         # are done: blake3 spreads it over all of them (sha256 cannot).
         share = tensor_bytes / workers
@@ -383,19 +386,13 @@ def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
 
 
 class _Bytes:
-    """One file's bytes, a piece at a time: views of a read-only map of a local file (no
-    copy), or pieces read into a thread's buffer through the data path (any other source).
+    """One file's bytes, a piece at a time: pieces read into a thread's buffer through the
+    data path, or (`mapped`, a local file) views of a read-only map of the file the header
+    was read from (`map_file` checks its identity), checked again by `close`."""
 
-    A map costs its page faults and its unmapping, a little less than a copy (for 1.48 GB
-    in the page cache, 0.17-0.20 s of processor time against 0.19-0.26 s; sha256 1.0 s:
-    benchmarks/README.md). It is of the file the header was read from (`map_file` checks
-    its identity), checked again by `close`. A file cut short while it is mapped ends the
-    process (SIGBUS), as for any reader of a map: numpy's, torch's, the reference's.
-    """
-
-    def __init__(self, file: SafetensorsFile) -> None:
+    def __init__(self, file: SafetensorsFile, mapped: bool) -> None:
         self.file = file
-        self.map = _map(file)
+        self.map = _map(file) if mapped else None
         self.view = None if self.map is None else memoryview(self.map)
         self.size = _PIECE if self.view is not None else max(_PIECE, _GAPS_PER_PIECE * file.gap)
 
@@ -434,6 +431,8 @@ class _Bytes:
         """Unmap; with `check`, first raise FileChanged if the file was rewritten or
         replaced since its header was read (one read of 8 bytes through the data path)."""
         if self.map is None or self.view is None:
+            if check:  # (rewritten in place between two pieces: their reads did not see it)
+                self.file.read_ranges([(0, _U64)], gap=0)
             return
         self.view.release()
         mapped, self.map = self.map, None
@@ -468,8 +467,9 @@ class _Opened:
     by the worker that hashes its last tensor: a checkpoint of many shards has a few maps at
     a time (each keeps a descriptor open), and their unmapping is spread over the workers."""
 
-    def __init__(self, files: Sequence[SafetensorsFile]) -> None:  # (one a job)
+    def __init__(self, files: Sequence[SafetensorsFile], *, mapped: bool) -> None:  # a job's
         self.lock = threading.Lock()
+        self.mapped = mapped
         self.open: dict[int, _Bytes] = {}
         self.left: dict[int, int] = {}
         for file in files:
@@ -479,7 +479,7 @@ class _Opened:
         with self.lock:
             data = self.open.get(id(file))
             if data is None:
-                data = self.open[id(file)] = _Bytes(file)
+                data = self.open[id(file)] = _Bytes(file, self.mapped)
             return data
 
     def done(self, file: SafetensorsFile) -> None:

@@ -261,12 +261,13 @@ def test_a_file_changed_while_hashed_whole_is_an_error(
     assert caught.value.kind == "FileChanged"
 
 
+@pytest.mark.parametrize("mmap", [False, True])
 @pytest.mark.parametrize("files", [False, True])
-def test_a_file_rewritten_while_mapped_is_an_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: bool
+def test_a_file_rewritten_while_hashed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: bool, mmap: bool
 ) -> None:
-    # A local file is hashed through a map of it: rewritten in place (same size, its bytes
-    # seen through the map) while it is hashed, it is FileChanged, never digests of a mix.
+    # A local file rewritten in place (same size) while it is hashed, read in copies or
+    # through a map (its bytes seen at once): FileChanged, never digests of a mix.
     path = _save(tmp_path, _tensors(), 1)
     real = hashes_module._hasher
     rewritten = threading.Event()
@@ -302,7 +303,7 @@ def test_a_file_rewritten_while_mapped_is_an_error(
 
     monkeypatch.setattr(hashes_module, "_hasher", rewriting)
     with pytest.raises(HeaderError, match="changed between two reads") as caught:
-        hash_tensors(path, files=files)
+        hash_tensors(path, files=files, mmap=mmap)
     assert caught.value.kind == "FileChanged"
 
 
@@ -310,15 +311,11 @@ def test_a_file_rewritten_while_mapped_is_an_error(
 def test_a_map_and_copies_give_the_same_digests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: bool
 ) -> None:
-    # Pieces that end inside tensors, between them and in the header; the local files
-    # mapped, then read in copies through the data path (as a URL's are).
+    # Pieces that end inside tensors, between them and in the header; the local files read
+    # in copies through the data path (as a URL's are: the default), then mapped.
     monkeypatch.setattr(hashes_module, "_PIECE", 1000)
     tensors = _tensors()
     folder = _save(tmp_path, tensors, 3)
-    mapped = hash_tensors(folder, files=files, max_workers=3)
-    assert dict(mapped.tensors) == {
-        name: hashlib.sha256(data).hexdigest() for name, (_, _, data) in tensors.items()
-    }
     made: list[object] = []
     real = hashes_module._map
 
@@ -327,11 +324,14 @@ def test_a_map_and_copies_give_the_same_digests(
         return made[-1]
 
     monkeypatch.setattr(hashes_module, "_map", recorded)
-    hash_tensors(folder, files=files)
+    copied = hash_tensors(folder, files=files, max_workers=3)
+    assert dict(copied.tensors) == {
+        name: hashlib.sha256(data).hexdigest() for name, (_, _, data) in tensors.items()
+    }
+    assert made == []  # no file mapped unless asked
+    assert hash_tensors(folder, files=files, max_workers=3, mmap=True) == copied
     assert len(made) == 3  # every local file was mapped
     assert None not in made
-    monkeypatch.setattr(hashes_module, "_map", lambda file: None)
-    assert hash_tensors(folder, files=files, max_workers=3) == mapped
 
 
 def test_a_checkpoint_of_many_shards_has_a_few_maps_at_a_time(
@@ -345,8 +345,8 @@ def test_a_checkpoint_of_many_shards_has_a_few_maps_at_a_time(
     lock = threading.Lock()
     real_init, real_close = hashes_module._Bytes.__init__, hashes_module._Bytes.close
 
-    def init(self: Any, file: Any) -> None:
-        real_init(self, file)
+    def init(self: Any, file: Any, mapped: bool) -> None:
+        real_init(self, file, mapped)
         with lock:
             live[0] += 1
             most[0] = max(most[0], live[0])
@@ -359,7 +359,7 @@ def test_a_checkpoint_of_many_shards_has_a_few_maps_at_a_time(
 
     monkeypatch.setattr(hashes_module._Bytes, "__init__", init)
     monkeypatch.setattr(hashes_module._Bytes, "close", close)
-    hashes = hash_tensors(folder, max_workers=2)
+    hashes = hash_tensors(folder, max_workers=2, mmap=True)
     assert dict(hashes.tensors) == {
         name: hashlib.sha256(data).hexdigest() for name, (_, _, data) in tensors.items()
     }
