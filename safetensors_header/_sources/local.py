@@ -170,6 +170,7 @@ class PathFile(RangeFile):
         # file that named it (for messages); None for a file read on its own.
         self.roots: tuple[str, ...] | None = None
         self.index = self.shown
+        self._folder: str | None = None  # this file's folder, resolved (`_real`)
 
     @property
     def name(self) -> str:
@@ -326,7 +327,25 @@ class PathFile(RangeFile):
         path = beside(self.shown, name)
         if self.roots is None:
             return PathFile(path, self.options)
-        return _contained(path, f"shard {name!r}", self.index, self.roots or None, self.options)
+        real = self._real(name)
+        return _contained(
+            path, f"shard {name!r}", self.index, self.roots or None, self.options, real
+        )
+
+    def _real(self, name: str) -> str | None:
+        """The resolved path of a plain `name` beside this file that is not a link: this
+        file's folder resolved once, the name joined to it (one ``lstat``, where
+        ``realpath`` takes one a component of the path); None for any other name."""
+        if os.sep != "/" or "/" in name or name in ("", ".", ".."):
+            return None
+        folder = self._folder
+        if folder is None:
+            folder = self._folder = os.path.realpath(os.path.dirname(self.shown) or ".")
+        joined = os.path.join(folder, name)
+        try:
+            return None if stat.S_ISLNK(os.lstat(joined).st_mode) else joined
+        except OSError:  # (missing: realpath and the open say so as for any other name)
+            return None
 
     def close(self) -> None:
         if self._stream is not None:
@@ -334,14 +353,21 @@ class PathFile(RangeFile):
             self._stream = None
 
 
-def _contained(
-    path: str, name: str, where: str, roots: tuple[str, ...] | None, options: Options
+def _contained(  # noqa: PLR0917 - the file, its names, its roots, and its path
+    path: str,
+    name: str,
+    where: str,
+    roots: tuple[str, ...] | None,
+    options: Options,
+    real: str | None = None,
 ) -> PathFile:
     """`path` as a checkpoint's file: resolved inside `roots` (unless None), and read only
     if a regular file. Resolved once, and the resolved path opened without following
     links at every read, so the file checked is the file read. Nothing is read before both
-    checks; `name` and `where` (the index) name it in the errors."""
-    real = os.path.realpath(path)
+    checks; `name` and `where` (the index) name it in the errors; `real` is `path`
+    resolved, where the caller knows it."""
+    if real is None:
+        real = os.path.realpath(path)
     if roots is not None and not _inside(real, roots):
         raise _bad_index(
             where,
