@@ -150,6 +150,18 @@ def test_deep_nesting_beyond_pythons_recursion_limit() -> None:
     assert info.value.kind == "InvalidHeaderDeserialization"
 
 
+def test_brackets_in_a_string_beside_an_escaped_quote_are_not_nesting() -> None:
+    # With an escaped quote in the text, its strings are found by a regular expression
+    # before the brackets outside them are counted (§3.11).
+    brackets = "[" * 200 + "{" * 200
+    header = read_header(build('{"__metadata__":{"k":"a\\"' + brackets + '"}}'))
+    assert header.metadata == {"k": 'a"' + brackets}
+    deep = '{"__metadata__":{"k":"\\""},"a":' + "[" * 130 + "]" * 130 + "}"
+    with pytest.raises(HeaderError, match="nesting deeper than 127") as info:
+        read_header(build(deep))
+    assert info.value.kind == "InvalidHeaderDeserialization"
+
+
 def test_garbage_collector_state_is_restored() -> None:
     assert gc.isenabled()
     read_header(CANONICAL)
