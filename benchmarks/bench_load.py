@@ -369,6 +369,24 @@ def _python_server(folder: Path, port: int) -> http.server.ThreadingHTTPServer:
     return Server(("127.0.0.1", port), Handler)
 
 
+def load_every_shard(base: str) -> dict[str, np.ndarray]:
+    """Every tensor of the checkpoint at `base`, with `numpy.load` of each shard."""
+    checkpoint = read_checkpoint(f"{base}/{INDEX}")
+    out: dict[str, np.ndarray] = {}
+    for shard in checkpoint.shards.values():
+        out.update(load(shard))
+    return out
+
+
+def every_tensor_by_obstore(store: Any, headers: dict[str, Any]) -> list[Any]:
+    """Every tensor's bytes, one `get_ranges` of obstore a shard."""
+    out = []
+    for shard, header in headers.items():
+        infos = list(header.tensors.values())
+        out += store.get_ranges(shard, starts=[i.start for i in infos], ends=[i.end for i in infos])
+    return out
+
+
 def part_http(folder: Path, rounds: int, want: dict[str, np.ndarray]) -> None:
     import fsspec
     from obstore.store import HTTPStore
@@ -378,22 +396,12 @@ def part_http(folder: Path, rounds: int, want: dict[str, np.ndarray]) -> None:
         headers = {shard: read_header(folder / shard) for shard in SHARDS}
 
         def ours() -> dict[str, np.ndarray]:
-            checkpoint = read_checkpoint(f"{base}/{INDEX}")
-            out: dict[str, np.ndarray] = {}
-            for shard in checkpoint.shards.values():
-                out.update(load(shard))
-            return out
+            return load_every_shard(base)
 
         store = HTTPStore.from_url(base, client_options={"allow_http": True})
 
         def obstore_ranges() -> list[Any]:
-            out = []
-            for shard, header in headers.items():
-                infos = list(header.tensors.values())
-                out += store.get_ranges(
-                    shard, starts=[i.start for i in infos], ends=[i.end for i in infos]
-                )
-            return out
+            return every_tensor_by_obstore(store, headers)
 
         filesystem = fsspec.filesystem("http")
 
@@ -804,20 +812,10 @@ def part_alloc(folder: Path, rounds: int) -> None:
         store = HTTPStore.from_url(base, client_options={"allow_http": True})
 
         def obstore_ranges() -> list[Any]:
-            out = []
-            for shard, header in headers.items():
-                infos = list(header.tensors.values())
-                out += store.get_ranges(
-                    shard, starts=[i.start for i in infos], ends=[i.end for i in infos]
-                )
-            return out
+            return every_tensor_by_obstore(store, headers)
 
         def ours() -> dict[str, np.ndarray]:
-            checkpoint = read_checkpoint(f"{base}/{INDEX}")
-            out: dict[str, np.ndarray] = {}
-            for shard in checkpoint.shards.values():
-                out.update(load(shard))
-            return out
+            return load_every_shard(base)
 
         def one_range() -> list[memoryview]:
             out = []
