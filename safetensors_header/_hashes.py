@@ -428,16 +428,16 @@ class _Bytes:
         return buffer[: self.size]
 
     def close(self, *, check: bool) -> None:
-        """Unmap; with `check`, first raise FileChanged if the file was rewritten or
-        replaced since its header was read (one read of 8 bytes through the data path)."""
-        if self.map is None or self.view is None:
-            if check:  # (rewritten in place between two pieces: their reads did not see it)
-                self.file.read_ranges([(0, _U64)], gap=0)
-            return
-        self.view.release()
-        mapped, self.map = self.map, None
+        """Unmap, if mapped; with `check`, first raise FileChanged if the file was rewritten
+        or replaced since its header was read (one read of 8 bytes through the data path: a
+        file rewritten in place between two pieces, their reads did not see)."""
+        mapped, view, self.map, self.view = self.map, self.view, None, None
+        if view is not None:
+            view.release()
         if check:
             self.file.read_ranges([(0, _U64)], gap=0)
+        if mapped is None:
+            return
         try:
             mapped.close()
         except BufferError:  # a piece still held (by a traceback): unmapped when it is freed
