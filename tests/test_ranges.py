@@ -242,7 +242,7 @@ def _numpy_runs(shape: tuple[int, ...], key: Any) -> list[tuple[int, int]]:
 
 
 @pytest.mark.slow
-@hypothesis.settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @hypothesis.given(_case())
 def test_matches_numpy(case: tuple[str, tuple[int, ...], tuple[Any, ...]]) -> None:
     dtype, shape, key = case
