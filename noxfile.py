@@ -100,6 +100,14 @@ def _put_pyenv_versions_on_path() -> None:
 _put_pyenv_versions_on_path()
 
 
+def _own_coverage_file(session: nox.Session) -> None:
+    """Keep the session's coverage data in its own folder: sessions that measure coverage run
+    at once in one checkout (CI's lanes), and pytest-cov erases the data files of the one it
+    finds at its start, children's it has not combined yet among them."""
+    # (The venv's folder: `session.create_tmp()` would also move the tests' TMPDIR.)
+    session.env["COVERAGE_FILE"] = str(Path(session.virtualenv.location) / ".coverage")
+
+
 def _report_versions(session: nox.Session) -> None:
     """Print the interpreter's version and those of REPORTED that are installed."""
     code = (
@@ -139,6 +147,7 @@ def _lower_bounds() -> list[str]:
 def tests(session: nox.Session) -> None:
     """The suite; on the main Python, exactly the README's test command plus the coverage gate."""
     if session.python == MAIN:
+        _own_coverage_file(session)
         # The README's "Set-up" command, word for word (the venv is seeded with pip for it).
         session.run("python", "-m", "pip", "install", "-e", ".[test]")
         _report_versions(session)
@@ -231,6 +240,7 @@ def jax(session: nox.Session) -> None:
 def _run_and_cover(session: nox.Session, module: str, tests: str) -> None:
     """The module's tests and its docs page's examples, then its branch coverage: 95 % or
     more."""
+    _own_coverage_file(session)
     session.run(
         "python",
         "-m",
