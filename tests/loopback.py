@@ -168,8 +168,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 )
             try:
                 time.sleep(site.hold)
-                return self._answer_now(site, hit, fault, path)
             finally:
+                # Out of flight before the reply is sent: a client that has read it may ask
+                # again before this thread would run on (a loaded machine counted one more).
                 with site.gathered:
                     site.in_flight -= 1
         return self._answer_now(site, hit, fault, path)
