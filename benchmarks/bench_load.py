@@ -41,9 +41,10 @@ Parts (``--parts``):
   (user, system), minor faults and the system's huge-page faults (``thp_fault_alloc`` of
   ``/proc/vmstat``: every process's, so a quiet machine's).
 
-Targets (issue 19): over HTTP at most 1.1x obstore and at most 2x the limit; from S3 at most
-1.1x obstore's ``get``; locally at most 1.0x ``load_file(backend="pread")`` and, materialised,
-at most 1.0x ``load_file``; peak memory at most 1.1x the data.
+Targets (issues 19 and 39): over HTTP at most 1.1x obstore and at most 1.5x the limit, the
+slowest round at most 1.5x the median; from S3 at most 1.1x obstore's ``get``; locally at most
+0.6x ``load_file(backend="pread")`` (the slowest round at most 1.5x the median) and,
+materialised, at most 1.0x ``load_file``; peak memory at most 1.1x the data.
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def part_local(folder: Path, rounds: int, want: dict[str, np.ndarray]) -> None:
     table(
         times,
         [
-            ("read_ranges", 'load_file(backend="pread")', "at most 1.0x"),
+            ("read_ranges", 'load_file(backend="pread")', "at most 0.6x"),
             ("read_ranges", "floor: readinto", "(the floor)"),
             ("numpy.load(mmap=False)", "load_file", "at most 1.0x"),
         ],
@@ -478,7 +479,7 @@ def part_http(folder: Path, rounds: int, want: dict[str, np.ndarray]) -> None:
         times,
         [
             ("ours: numpy.load", "obstore get_ranges", "at most 1.1x"),
-            ("ours: numpy.load", "limit: 8 threads readinto", "at most 2x"),
+            ("ours: numpy.load", "limit: 8 threads readinto", "at most 1.5x"),
             ("ours: numpy.load", "fsspec cat_ranges", ""),
             ("ours: numpy.load", "download, then load_file", ""),
         ],

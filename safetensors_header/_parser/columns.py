@@ -43,7 +43,7 @@ else:
 #: (the fast readers' last step, a tenth of a microsecond of a small header's few).
 tuple_new: Final = tuple.__new__
 
-__all__ = ["CANONICAL_DTYPE", "CONTROL_BYTES", "DIGITS", "JSON_WHITESPACE", "POSSESSIVE"]
+__all__ = ["CANONICAL_DTYPE", "DIGITS", "JSON_WHITESPACE", "POSSESSIVE"]
 __all__ += ["SHORT_TAIL", "SUB_BYTE_DTYPES", "UINT", "UINT_LIST", "WHITESPACE_RUN", "Columns"]
 __all__ += ["Entry", "Shape", "bits_of", "bytes_per_element", "chained", "element_counts"]
 __all__ += ["has_control_character", "in_order", "scan", "sizes_hold", "sort_by_offsets"]
@@ -58,7 +58,8 @@ Entry = tuple[str, list[int], int, int]  # a tensor entry read: dtype, shape, be
 JSON_WHITESPACE: Final = " \t\r\n"
 WHITESPACE_RUN: Final = re.compile("[ \t\r\n]*")  # json's own: scans without copying
 SHORT_TAIL: Final = 64  # characters after a JSON value checked by str.strip, not the pattern
-CONTROL_BYTES: Final = bytes(range(0x20))  # raw U+0000-U+001F are never allowed in a string
+# Raw U+0000-U+001F are never allowed in a string: each such byte to 0, any other to 1.
+_CONTROL_TO_ZERO: Final = bytes(0 if byte < 0x20 else 1 for byte in range(256))
 # Numbers of 1 to 20 digits; the scan that reads them rejects a leading zero. Possessive
 # repeats (Python 3.11+) never backtrack: faster.
 POSSESSIVE: Final = "+" if sys.version_info >= (3, 11) else ""
@@ -158,5 +159,7 @@ def in_order(columns: Columns, count_of: dict[Shape, int] | None) -> Columns | N
 
 
 def has_control_character(strings: str) -> bool:
-    encoded = strings.encode()
-    return len(encoded.translate(None, CONTROL_BYTES)) != len(encoded)
+    # Each byte to 0 if a control character, 1 else, then one memchr for a 0: half the cost
+    # of deleting them and comparing lengths (a translation that deletes builds a table a
+    # call and tests each byte twice). UTF-8 puts no byte below 0x20 in another character.
+    return b"\0" in strings.encode().translate(_CONTROL_TO_ZERO)
