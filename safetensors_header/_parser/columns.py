@@ -159,7 +159,8 @@ def in_order(columns: Columns, count_of: dict[Shape, int] | None) -> Columns | N
 
 
 def has_control_character(strings: str) -> bool:
-    # Each byte to 0 if a control character, 1 else, then one memchr for a 0: half the cost
-    # of deleting them and comparing lengths (a translation that deletes builds a table a
-    # call and tests each byte twice). UTF-8 puts no byte below 0x20 in another character.
+    # Each byte to 0 if a control character, 1 else, then one memchr for a 0: cheaper than
+    # deleting them and comparing lengths (a translation that deletes builds a table a call;
+    # a 100-tensor header parsed in 1,066,000 instructions against 1,114,000). UTF-8 puts
+    # no byte below 0x20 in another character.
     return b"\0" in strings.encode().translate(_CONTROL_TO_ZERO)
