@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import subprocess
+import sys
+import textwrap
 import time
 from typing import Any
 
@@ -176,6 +179,35 @@ def test_the_renewal_time_is_the_expiry_less_a_margin() -> None:
     assert file.final is not None
     file.refused(file.final)
     assert file.target() == (file.url, True)
+
+
+def test_a_renewal_seen_while_waiting_whose_time_has_passed_too_does_not_hang() -> None:
+    """A thread waits while another renews; the new URL's renewal time has passed too by
+    the time it looks again: it asks for the renewal itself. In a child process: a hang
+    there holds a lock every `HttpFile` of the process shares."""
+    code = textwrap.dedent("""
+        import threading, time
+        from safetensors_header._sources import http_file
+        from safetensors_header._sources.http_file import HttpFile
+        from safetensors_header._sources.options import Options
+
+        file = HttpFile("http://127.0.0.1:9/m", Options())
+        file.final, file.renew_at = "http://127.0.0.1:9/a?Expires=1", time.time() - 1
+        got = []
+        with http_file._RENEWAL:  # another thread is deciding: this one waits
+            waiting = threading.Thread(target=lambda: got.append(file.target()))
+            waiting.start()
+            time.sleep(0.2)
+            # That thread renewed, and its URL's renewal time has passed as well.
+            file.final, file.renew_at = "http://127.0.0.1:9/b?Expires=2", time.time() - 1
+        waiting.join()
+        print(got, file.renew_at)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[('http://127.0.0.1:9/m',", "True)]", "None"]
 
 
 def test_a_new_file_behind_the_resolve_url_is_a_change_not_a_mix(loopback_hub: Site) -> None:

@@ -159,16 +159,18 @@ class HttpFile(RangeFile):
         are then followed, and say where the later ones go): `final`, unless its signature
         is about to expire. Then one request (the first to see it) asks the URL given again,
         while the others go on to `final` (its margin is theirs)."""
-        final, renew_at = self.final, self.renew_at
-        if final is None:
-            return self.url, True
-        if renew_at is None or time.time() < renew_at:
-            return final, False
-        with _RENEWAL:
-            if self.final != final or self.renew_at != renew_at:
-                return self.target()  # renewed, or being renewed, by another thread
-            self.renew_at = None  # this request renews it
-        return self.url, True
+        while True:
+            final, renew_at = self.final, self.renew_at
+            if final is None:
+                return self.url, True
+            if renew_at is None or time.time() < renew_at:
+                return final, False
+            with _RENEWAL:
+                if self.final == final and self.renew_at == renew_at:
+                    self.renew_at = None  # this request renews it
+                    return self.url, True
+            # Renewed, or being renewed, by another thread: looked at again, the lock let go
+            # (it is not reentrant: a new URL whose renewal time has passed too asks for it).
 
     def redirected(self, url: str | None) -> None:
         """Where a request to the URL given ended (its redirects followed): later requests
