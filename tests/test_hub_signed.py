@@ -24,6 +24,8 @@ from safetensors_header._sources.http_file import HttpFile
 from safetensors_header._sources.options import Clock, Options
 
 SIZE = 48 * 1024  # the tensor's bytes: 12 parts of 4 KiB
+MODEL_URL = "hf://org/repo/model.safetensors"
+MODEL = "org/repo/resolve/main/model.safetensors"  # the resolve path MODEL_URL is read at
 
 
 def _file(seed: int = 1, size: int = SIZE) -> bytes:
@@ -40,8 +42,13 @@ def _resolves(hub: Site, path: str) -> int:
 
 
 def _refused(hub: Site) -> int:
+    return sum(hit.status == 403 for hit in _cdn(hub).hits)
+
+
+def _cdn(hub: Site) -> Site:
+    """The loopback Hub's CDN: the site its resolve URLs redirect to."""
     assert hub.cdn is not None
-    return sum(hit.status == 403 for hit in hub.cdn.hits)
+    return hub.cdn
 
 
 # On one thread, parts of 4 KiB (four times part_size: `planning.parts`): a read of the
@@ -51,13 +58,12 @@ PARTS = 12
 
 
 def test_a_load_that_outlives_the_signature_completes(loopback_hub: Site) -> None:
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.life, cdn.delay = 0.3, 0.05  # 12 parts take 0.6 s at least: twice the signature's life
     data = _file()
-    path = "org/repo/resolve/main/model.safetensors"
+    path = MODEL
     hub.linked[path] = data
-    file = open_file("hf://org/repo/model.safetensors", **ONE_BY_ONE)
+    file = open_file(MODEL_URL, **ONE_BY_ONE)
     got = bytes(file.read_tensor("w"))
     assert got == _payload(data)
     # 12 answers of at least 0.05 s, one after another: past the renewal time (0.27 s).
@@ -70,8 +76,7 @@ def test_a_load_that_outlives_the_signature_completes(loopback_hub: Site) -> Non
 def test_a_checkpoint_load_that_outlives_the_signature_completes(loopback_hub: Site) -> None:
     """Three shards read whole on 2 threads, each request 0.03 s: the load takes longer than
     a signature lives (0.3 s), and every byte is the shards'."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.life, cdn.delay = 0.3, 0.03
     names = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
     shards = {}
@@ -95,8 +100,7 @@ def test_a_checkpoint_load_that_outlives_the_signature_completes(loopback_hub: S
 
 def test_an_opaque_signature_refused_by_the_cdn_is_asked_for_again(loopback_hub: Site) -> None:
     """A query without its expiry: the CDN's 403 is what says it; the read goes on."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.expiry_in_query = False
     data = _file(2)
     path = "datasets/org/data/resolve/main/part.safetensors"
@@ -120,12 +124,12 @@ def test_an_opaque_signature_refused_by_the_cdn_is_asked_for_again(loopback_hub:
 def test_an_expiry_known_from_the_query_asks_again_before_a_refusal(
     loopback_hub: Site,
 ) -> None:
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub = loopback_hub
+    assert hub.cdn is not None
     data = _file(3)
-    path = "org/repo/resolve/main/model.safetensors"
+    path = MODEL
     hub.linked[path] = data
-    file = open_file("hf://org/repo/model.safetensors", **ONE_BY_ONE)
+    file = open_file(MODEL_URL, **ONE_BY_ONE)
     source = file._range_file
     assert isinstance(source, HttpFile)
     assert source.final is not None
@@ -143,13 +147,12 @@ def test_an_expiry_known_from_the_query_asks_again_before_a_refusal(
 def test_one_request_renews_a_signature_while_the_others_go_on(loopback_hub: Site) -> None:
     """Parts on 4 threads when the signature is about to expire: one of them asks the
     resolve URL again, the others use the signed URL they have (valid for the margin)."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.delay = 0.02
     data = _file(8)
-    path = "org/repo/resolve/main/model.safetensors"
+    path = MODEL
     hub.linked[path] = data
-    file = open_file("hf://org/repo/model.safetensors", part_size=1024, max_workers=4)
+    file = open_file(MODEL_URL, part_size=1024, max_workers=4)
     source = file._range_file
     assert isinstance(source, HttpFile)
     source.renew_at = time.time() - 1
@@ -213,11 +216,10 @@ def test_a_renewal_seen_while_waiting_whose_time_has_passed_too_does_not_hang() 
 def test_a_new_file_behind_the_resolve_url_is_a_change_not_a_mix(loopback_hub: Site) -> None:
     """Asked again, the resolve URL names another file (a new commit on main): its sha256
     differs from the one pinned, and no byte of it is taken."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
-    path = "org/repo/resolve/main/model.safetensors"
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
+    path = MODEL
     hub.linked[path] = _file(4)
-    file = open_file("hf://org/repo/model.safetensors", **ONE_BY_ONE)
+    file = open_file(MODEL_URL, **ONE_BY_ONE)
     hub.linked[path] = _file(5)
     cdn.signatures.clear()
     with pytest.raises(HeaderError, match="changed between two reads") as info:
@@ -229,11 +231,10 @@ def test_a_new_file_behind_the_resolve_url_is_a_change_not_a_mix(loopback_hub: S
 def test_the_cdn_etag_is_not_the_identity(loopback_hub: Site) -> None:
     """The file is what the Hub names it by: a CDN that answers without an ETag, or with
     another, is the same file."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     data = _file(6)
-    hub.linked["org/repo/resolve/main/model.safetensors"] = data
-    file = open_file("hf://org/repo/model.safetensors", **ONE_BY_ONE)
+    hub.linked[MODEL] = data
+    file = open_file(MODEL_URL, **ONE_BY_ONE)
     cdn.send_etag = False
     cdn.signatures.clear()
     assert bytes(file.read_tensor("w")) == _payload(data)
@@ -241,20 +242,19 @@ def test_the_cdn_etag_is_not_the_identity(loopback_hub: Site) -> None:
 
 
 def test_a_pickle_holds_the_resolve_url_never_a_signed_one(loopback_hub: Site) -> None:
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.life = 0.2
     data = _file(7)
-    path = "org/repo/resolve/main/model.safetensors"
+    path = MODEL
     hub.linked[path] = data
-    file = open_file("hf://org/repo/model.safetensors")
+    file = open_file(MODEL_URL)
     pickled = pickle.dumps(file)
     assert b"Signature=" not in pickled
     assert b"Expires=" not in pickled
     time.sleep(0.3)  # the signature the header was read with has expired
     assert not cdn.signatures or max(cdn.signatures.values()) < time.time()
     copy = pickle.loads(pickled)
-    assert copy.location == "hf://org/repo/model.safetensors"
+    assert copy.location == MODEL_URL
     assert bytes(copy.read_tensor("w")) == _payload(data)
     assert _refused(hub) == 0  # its first request was to the resolve URL
     assert _resolves(hub, path) == 2
@@ -273,8 +273,7 @@ def test_a_pickle_holds_the_resolve_url_never_a_signed_one(loopback_hub: Site) -
 def test_one_resolve_a_file_while_signatures_last(loopback_hub: Site) -> None:
     """A checkpoint of 3 shards read whole, in parts on 4 threads: each shard's resolve URL
     is asked once (its header's request), every part goes to its signed URL."""
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     names = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
     shards = {name: _file(10 + i) for i, name in enumerate(names)}
     for name, data in shards.items():
@@ -298,8 +297,8 @@ def test_one_resolve_a_file_while_signatures_last(loopback_hub: Site) -> None:
 
 def test_the_published_sha256_and_size(loopback_hub: Site) -> None:
     data = _file(20)
-    loopback_hub.linked["org/repo/resolve/main/model.safetensors"] = data
-    file = open_file("hf://org/repo/model.safetensors")
+    loopback_hub.linked[MODEL] = data
+    file = open_file(MODEL_URL)
     source = file._range_file
     assert isinstance(source, HttpFile)
     assert source.published_sha256 == hashlib.sha256(data).hexdigest()
@@ -310,15 +309,14 @@ def test_the_published_sha256_and_size(loopback_hub: Site) -> None:
 
 def test_a_size_other_than_the_linked_one_is_refused(loopback_hub: Site) -> None:
     """The CDN serving other bytes than the Hub said (X-Linked-Size) is an error."""
-    cdn = loopback_hub.cdn
-    assert cdn is not None
+    cdn = _cdn(loopback_hub)
     data = _file(21)
-    loopback_hub.linked["org/repo/resolve/main/model.safetensors"] = data
-    open_file("hf://org/repo/model.safetensors")
+    loopback_hub.linked[MODEL] = data
+    open_file(MODEL_URL)
     blob = f"blobs/{hashlib.sha256(data).hexdigest()}"
     cdn.replace_after_first = {blob: data + b"x"}  # the CDN's next answers: other bytes
     with pytest.raises(Exception, match="X-Linked-Size") as info:
-        open_file("hf://org/repo/model.safetensors")
+        open_file(MODEL_URL)
     assert f"{len(data) + 1:,} bytes" in str(info.value)
 
 
@@ -335,13 +333,12 @@ def test_a_dask_worker_reads_a_file_whose_signature_expired(loopback_hub: Site) 
 
     import cloudpickle
 
-    hub, cdn = loopback_hub, loopback_hub.cdn
-    assert cdn is not None
+    hub, cdn = loopback_hub, _cdn(loopback_hub)
     cdn.life = 0.2
     data = _file(30)
-    path = "org/repo/resolve/main/model.safetensors"
+    path = MODEL
     hub.linked[path] = data
-    file = open_file("hf://org/repo/model.safetensors")
+    file = open_file(MODEL_URL)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # (the worker has no tests/)
     try:
         with (
@@ -378,8 +375,7 @@ def test_a_refusal_from_the_url_given_is_not_asked_again(site: Site) -> None:
 
 def test_a_document_behind_a_refused_signature_is_asked_for_again(loopback_hub: Site) -> None:
     """A small whole file (an index) kept in LFS: read again after its signature expired."""
-    cdn = loopback_hub.cdn
-    assert cdn is not None
+    cdn = _cdn(loopback_hub)
     index = json.dumps({"weight_map": {"w": "model.safetensors"}}).encode()
     path = "org/repo/resolve/main/model.safetensors.index.json"
     loopback_hub.linked[path] = index
