@@ -170,7 +170,7 @@ class PathFile(RangeFile):
         # file that named it (for messages); None for a file read on its own.
         self.roots: tuple[str, ...] | None = None
         self.index = self.shown
-        self._folder: str | None = None  # this file's folder, resolved (`_real`)
+        self._folder: tuple[str, str, bool] | None = None  # (`_plain_folder`)
 
     @property
     def name(self) -> str:
@@ -324,28 +324,37 @@ class PathFile(RangeFile):
         """The file `name` beside this one; a checkpoint's (`candidates`) is resolved once,
         inside the checkpoint's directory (unless links may lead out), opened without
         following links, and only if it is a regular file."""
-        path = beside(self.shown, name)
         if self.roots is None:
-            return PathFile(path, self.options)
-        real = self._real(name)
+            return PathFile(beside(self.shown, name), self.options)
+        roots = self.roots or None
+        label = f"shard {name!r}"
+        folder = self._plain_folder() if _plain(name) else None
+        if folder is None:
+            return _contained(beside(self.shown, name), label, self.index, roots, self.options)
+        prefix, real_prefix, inside = folder
+        joined = real_prefix + name
+        try:  # a link is resolved as any other path
+            real = None if stat.S_ISLNK(os.lstat(joined).st_mode) else joined
+        except OSError:  # (missing: realpath and the open say so as for any other name)
+            real = None
         return _contained(
-            path, f"shard {name!r}", self.index, self.roots or None, self.options, real
+            prefix + name, label, self.index, roots, self.options, real, inside or None
         )
 
-    def _real(self, name: str) -> str | None:
-        """The resolved path of a plain `name` beside this file that is not a link: this
-        file's folder resolved once, the name joined to it (one ``lstat``, where
-        ``realpath`` takes one a component of the path); None for any other name."""
-        if os.sep != "/" or "/" in name or name in ("", ".", ".."):
-            return None
+    def _plain_folder(self) -> tuple[str, str, bool] | None:
+        """For a plain name beside this file (no separator, not a link): the path its name
+        is joined to, as shown and resolved, and whether the resolved folder is inside the
+        roots. Worked out once a file: a checkpoint's shards share them, and the resolved
+        name is then one ``lstat`` away, where ``realpath`` takes one a component."""
         folder = self._folder
         if folder is None:
-            folder = self._folder = os.path.realpath(os.path.dirname(self.shown) or ".")
-        joined = os.path.join(folder, name)
-        try:
-            return None if stat.S_ISLNK(os.lstat(joined).st_mode) else joined
-        except OSError:  # (missing: realpath and the open say so as for any other name)
-            return None
+            prefix = beside(self.shown, "")
+            if beside(self.shown, "x") != prefix + "x":  # (a location joined otherwise)
+                return None
+            real_prefix = os.path.join(os.path.realpath(os.path.dirname(self.shown) or "."), "")
+            inside = not self.roots or _inside(real_prefix, self.roots)
+            folder = self._folder = (prefix, real_prefix, inside)
+        return folder
 
     def close(self) -> None:
         if self._stream is not None:
@@ -360,15 +369,16 @@ def _contained(  # noqa: PLR0917 - the file, its names, its roots, and its path
     roots: tuple[str, ...] | None,
     options: Options,
     real: str | None = None,
+    inside: bool | None = None,
 ) -> PathFile:
     """`path` as a checkpoint's file: resolved inside `roots` (unless None), and read only
     if a regular file. Resolved once, and the resolved path opened without following
     links at every read, so the file checked is the file read. Nothing is read before both
     checks; `name` and `where` (the index) name it in the errors; `real` is `path`
-    resolved, where the caller knows it."""
+    resolved, where the caller knows it, and `inside` whether it is inside `roots`."""
     if real is None:
-        real = os.path.realpath(path)
-    if roots is not None and not _inside(real, roots):
+        real, inside = os.path.realpath(path), None
+    if roots is not None and not (inside or _inside(real, roots)):
         raise _bad_index(
             where,
             f"{name} leads out of the checkpoint's directory through a symbolic link "
@@ -388,6 +398,11 @@ def _refuse(where: str, name: str, mode: int) -> NoReturn:
 
 def _bad_index(where: str, problem: str) -> HeaderError:
     return HeaderError("InvalidIndex", f"{where}: {problem}")
+
+
+def _plain(name: str) -> bool:
+    """Whether a shard's name is a plain file name, joined to its folder as it is."""
+    return os.sep == "/" and "/" not in name and name not in {"", ".", ".."}
 
 
 def _roots(folder: str) -> tuple[str, ...]:
