@@ -377,8 +377,20 @@ def _check_shard_name(name: str, where: str) -> None:
         or "#" in name
         or name.startswith("/")
         or ".." in parts
+        or not _encodable(name)
     ):
         _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
+
+
+def _encodable(name: str) -> bool:
+    """Whether a name can be written in UTF-8, with the undecodable bytes of a POSIX name
+    (``"\\udc80"``-``"\\udcff"``) as those bytes: a lone surrogate from JSON's
+    ``"\\ud800"`` names no file anywhere, nor a URL."""
+    try:
+        name.encode("utf-8", "surrogateescape")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _check_against_shards(

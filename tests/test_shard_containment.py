@@ -1,10 +1,12 @@
-"""A plain shard name is resolved by one lstat beside a folder resolved once an index (cd55c32):
-the cases that shortcut must judge as a full resolution of every shard's path would."""
+"""A plain shard name is resolved by one lstat beside a folder resolved once a checkpoint:
+the cases that shortcut must judge as a full resolution of every shard's path would; and the
+roots a checkpoint's links may lead into."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -230,13 +232,12 @@ def test_a_link_to_a_fifo_inside_the_directory_never_hangs(tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(os.sep != "/", reason="a directory named 'http:'")
-@pytest.mark.xfail(reason="cd55c32 joins a plain name by URL rules beside a local http://")
 def test_a_local_path_that_reads_like_a_url_has_its_shards_read_as_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # os.scandir("http://h") names its entries "http://h/d": a local path (an os.PathLike), in
-    # a directory named "http:". Before cd55c32 "a b.safetensors" was read; after it,
-    # "a%20b.safetensors" (percent-quoted, as beside a URL), another file of the directory.
+    # a directory named "http:". Its shard "a b.safetensors" is joined as a path, not
+    # percent-quoted as beside a URL ("a%20b.safetensors", another file of the directory).
     folder = tmp_path / "http:" / "h" / "d"
     folder.mkdir(parents=True)
     _shard(folder / "a b.safetensors", "a")
@@ -246,3 +247,54 @@ def test_a_local_path_that_reads_like_a_url_has_its_shards_read_as_named(
     entry = next(entry for entry in os.scandir("http://h") if entry.name == "d")
     assert os.fspath(entry) == "http://h/d"
     assert bytes(read_tensor(read_checkpoint(entry), "a")) == b"\x01\x02"
+
+
+@needs_links
+def test_a_snapshots_blobs_that_lead_elsewhere_are_not_a_root(tmp_path: Path) -> None:
+    # <repo>/blobs linked to "/" (or anywhere) would make every link of the snapshot "inside".
+    outside = _outside(tmp_path)
+    repo = tmp_path / "models--org--name"
+    snapshot = repo / "snapshots" / "rev"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").symlink_to(outside, target_is_directory=True)
+    (snapshot / "a.safetensors").symlink_to("../../blobs/c.safetensors")
+    _index(snapshot, {"c": "a.safetensors"})
+    _refused(snapshot, "shard 'a.safetensors' leads out")
+    assert list(read_checkpoint(snapshot, follow_links=True).tensors) == ["c"]
+
+
+@needs_links
+def test_a_loop_of_links_in_the_directory_does_not_stop_its_reading(tmp_path: Path) -> None:
+    _shard(tmp_path / "a.safetensors", "a")
+    _index(tmp_path, {"a": "a.safetensors"})
+    (tmp_path / "loop").symlink_to("loop")
+    assert list(read_checkpoint(tmp_path).tensors) == ["a"]
+
+
+def test_a_shard_name_with_a_lone_surrogate_is_not_a_file_name(tmp_path: Path) -> None:
+    _shard(tmp_path / "a.safetensors", "a")
+    (tmp_path / INDEX).write_text('{"weight_map": {"a": "\\ud800.safetensors"}}')
+    _refused(tmp_path, "is not a file name inside")
+
+
+@needs_links
+@pytest.mark.skipif(not hasattr(os, "link"), reason="hard links")
+def test_an_index_read_twice_is_judged_against_its_folder_of_the_time(tmp_path: Path) -> None:
+    # The folder worked out for one read is not kept for the next (nor in a pickle): a link
+    # retargeted in between is resolved again.
+    from safetensors_header._sources.local import PathFile
+    from safetensors_header._sources.options import Options
+
+    good, evil = tmp_path / "good", tmp_path / "evil"
+    good.mkdir()
+    evil.mkdir()
+    os.link(_index(good, {"a": "a.safetensors"}), evil / INDEX)  # the same file: one identity
+    _shard(good / "a.safetensors", "a")
+    _shard(evil / "a.safetensors", "a", b"EV")
+    (tmp_path / "ck").symlink_to(evil, target_is_directory=True)
+    index = PathFile(str(tmp_path / "ck" / INDEX), Options())
+    assert bytes(read_tensor(read_checkpoint(index), "a")) == b"EV"  # (evil is its roots)
+    (tmp_path / "ck").unlink()
+    (tmp_path / "ck").symlink_to(good, target_is_directory=True)
+    assert bytes(read_tensor(read_checkpoint(index), "a")) == b"\x01\x02"
+    assert pickle.loads(pickle.dumps(index))._folder is None

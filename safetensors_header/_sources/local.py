@@ -23,7 +23,6 @@ from .options import LOCAL_GAP
 from .planning import cut
 from .streams import StreamFile, read_at_most, stat_validators
 from .threads import run_parallel
-from .urls import beside
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "PathFile", "directory_entry", "header_at"]
 __all__ += ["mode_kind", "no_entry", "read_path"]
@@ -192,6 +191,7 @@ class PathFile(RangeFile):
         if not shown.endswith(".json"):
             return [self]
         self.roots = () if follow_links else _roots(os.path.dirname(os.fsdecode(self.path)))
+        self._folder = None  # (judged against these roots)
         return [self]
 
     @property
@@ -200,7 +200,8 @@ class PathFile(RangeFile):
         return os.fsdecode(self.path) if self.seekable else None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_stream": None}
+        # The resolved folder is worked out again where the file is unpickled.
+        return {**self.__dict__, "_stream": None, "_folder": None}
 
     def open_checked(self) -> int:
         """A new descriptor of the file, checked to be the file first read (its identity,
@@ -325,13 +326,12 @@ class PathFile(RangeFile):
         inside the checkpoint's directory (unless links may lead out), opened without
         following links, and only if it is a regular file."""
         if self.roots is None:
-            return PathFile(beside(self.shown, name), self.options)
+            return PathFile(_beside(self.shown, name), self.options)
         roots = self.roots or None
         label = f"shard {name!r}"
-        folder = self._plain_folder() if _plain(name) else None
-        if folder is None:
-            return _contained(beside(self.shown, name), label, self.index, roots, self.options)
-        prefix, real_prefix, inside = folder
+        if not _plain(name):
+            return _contained(_beside(self.shown, name), label, self.index, roots, self.options)
+        prefix, real_prefix, inside = self._plain_folder()
         joined = real_prefix + name
         try:  # a link is resolved as any other path
             real = None if stat.S_ISLNK(os.lstat(joined).st_mode) else joined
@@ -341,16 +341,15 @@ class PathFile(RangeFile):
             prefix + name, label, self.index, roots, self.options, real, inside or None
         )
 
-    def _plain_folder(self) -> tuple[str, str, bool] | None:
+    def _plain_folder(self) -> tuple[str, str, bool]:
         """For a plain name beside this file (no separator, not a link): the path its name
         is joined to, as shown and resolved, and whether the resolved folder is inside the
-        roots. Worked out once a file: a checkpoint's shards share them, and the resolved
-        name is then one ``lstat`` away, where ``realpath`` takes one a component."""
+        roots. Worked out once a checkpoint (`candidates` forgets it): its shards share
+        them, and the resolved name is then one ``lstat`` away, where ``realpath`` takes
+        one a path component."""
         folder = self._folder
         if folder is None:
-            prefix = beside(self.shown, "")
-            if beside(self.shown, "x") != prefix + "x":  # (a location joined otherwise)
-                return None
+            prefix = _beside(self.shown, "")
             real_prefix = os.path.join(os.path.realpath(os.path.dirname(self.shown) or "."), "")
             inside = not self.roots or _inside(real_prefix, self.roots)
             folder = self._folder = (prefix, real_prefix, inside)
@@ -400,6 +399,12 @@ def _bad_index(where: str, problem: str) -> HeaderError:
     return HeaderError("InvalidIndex", f"{where}: {problem}")
 
 
+def _beside(path: str, name: str) -> str:
+    """The path of the file `name` beside the local file at `path` (a local path that
+    reads like a URL is a path all the same: no quoting)."""
+    return os.path.join(os.path.dirname(path), name)
+
+
 def _plain(name: str) -> bool:
     """Whether a shard's name is a plain file name, joined to its folder as it is."""
     return os.sep == "/" and "/" not in name and name not in {"", ".", ".."}
@@ -410,12 +415,17 @@ def _roots(folder: str) -> tuple[str, ...]:
 
     The folder itself; and for a Hugging Face cache snapshot (``<repo>/snapshots/<rev>/``,
     whose files are links to ``../../blobs/<hash>``), its repository's ``blobs/``.
+
+    The ``blobs`` folder counts only as a folder of the repository, not as a link to
+    elsewhere: a snapshot-shaped folder whose ``blobs`` leads to ``/`` would let its links
+    reach any file.
     """
     real = os.path.realpath(folder)
     snapshots = os.path.dirname(real)
     if os.path.basename(snapshots) != "snapshots":
         return (real,)
-    return real, os.path.realpath(os.path.join(os.path.dirname(snapshots), "blobs"))
+    blobs = os.path.join(os.path.dirname(snapshots), "blobs")
+    return (real, blobs) if os.path.realpath(blobs) == blobs else (real,)
 
 
 def _inside(real: str, roots: tuple[str, ...]) -> bool:
@@ -431,9 +441,19 @@ def directory_entry(folder: str | os.PathLike[str]) -> tuple[str | None, list[st
     (``None`` when none is), and the names of everything in the directory, sorted.
     """
     with os.scandir(folder) as entries:
-        found = {entry.name: entry.is_file() for entry in entries}
+        found = {entry.name: _is_file(entry) for entry in entries}
     names = (*INDEX_NAMES, *SINGLE_NAMES)
     return next((name for name in names if found.get(name)), None), sorted(found)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether a directory entry is a file, or a link to one; False where that cannot be
+    told (a loop of links, a folder it may not look into): not what the directory is
+    read as."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundError:

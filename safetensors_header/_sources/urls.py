@@ -92,10 +92,10 @@ def scrub(text: str, url: str) -> str:
 
 def beside(location: str, name: str) -> str:
     """Where the file `name` is beside the file at `location` (a shard beside its index):
-    the one rule of every backend's `sibling`. An http(s) URL: `name` percent-quoted and
-    joined to it, its query dropped (a shard has no signature of its index's); another URL
-    (``hf://``, ``s3://``...): its folder and `name`, as they are; a local path: its folder
-    and `name`."""
+    the one rule of every remote backend's `sibling` (a local file's is a plain join). An
+    http(s) URL: `name` percent-quoted and joined to it, its query dropped (a shard has no
+    signature of its index's); another URL (``hf://``, ``s3://``...): its folder and `name`,
+    as they are; a local path: its folder and `name`."""
     if is_url(location):
         return url_sibling(location, name)
     if url_scheme(location) is not None:
