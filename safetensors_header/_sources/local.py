@@ -425,7 +425,8 @@ def _roots(folder: str) -> tuple[str, ...]:
     if os.path.basename(snapshots) != "snapshots":
         return (real,)
     blobs = os.path.join(os.path.dirname(snapshots), "blobs")
-    return (real, blobs) if os.path.realpath(blobs) == blobs else (real,)
+    resolved = os.path.normcase(os.path.realpath(blobs))
+    return (real, blobs) if resolved == os.path.normcase(blobs) else (real,)
 
 
 def _inside(real: str, roots: tuple[str, ...]) -> bool:
