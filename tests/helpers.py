@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +57,22 @@ REFERENCE_WRITER_DTYPES = {
     "I64": "int64",
     "U64": "uint64",
 }
+
+
+def run_child(
+    code: str, *, timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `code` (dedented) in a fresh interpreter that imports this checkout: a hang is its
+    timeout, a crash its exit status. `env` replaces this process's environment."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**(os.environ if env is None else env), "PYTHONPATH": root},
+        check=False,
+    )
 
 
 def untraced_environment(**changes: str) -> dict[str, str]:

@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
 import time
 import tracemalloc
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-from helpers import build, tensor
+from helpers import build, run_child, tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Site
@@ -28,8 +25,6 @@ from safetensors_header._checkpoint import (
     by_dtype,
     read_checkpoint,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def shard(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
@@ -459,14 +454,7 @@ def test_a_fifo_never_hangs(tmp_path: Path) -> None:
             raise AssertionError("read")
         print("ok")
     """
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    result = run_child(code)
     assert result.stdout == "ok\n", result.stderr
 
 
@@ -522,14 +510,7 @@ def test_an_endless_index_url_is_read_only_to_its_bound(endless: tuple[str, Site
         print(tracemalloc.get_traced_memory()[1])
     """
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}  # loopback only
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    result = run_child(code, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     peak = int(result.stdout)
     assert peak < 3 * limit, peak

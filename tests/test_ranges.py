@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import build, tensor
+from helpers import build, run_child, tensor
 
 from safetensors_header import DTYPE_BITS, TensorInfo, parse_header
 from safetensors_header._geometry import byte_ranges
@@ -21,7 +16,6 @@ np = pytest.importorskip("numpy")
 hypothesis = pytest.importorskip("hypothesis")
 st = pytest.importorskip("hypothesis.strategies")
 
-ROOT = Path(__file__).resolve().parent.parent
 _WHOLE_BYTE = {"U8": 1, "I16": 2, "F32": 4, "BF16": 2, "F64": 8, "C64": 8}
 
 
@@ -303,12 +297,5 @@ def test_many_dimensions_take_linear_time() -> None:
         assert a.byte_ranges((1, ..., -1)) == [(start + 5, 1)]
         assert a.byte_ranges((slice(None, None, -1), ..., 2)) == [(start + 5, 1), (start + 2, 1)]
     """
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    result = run_child(code)
     assert result.returncode == 0, result.stderr

@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_child
 
 from safetensors_header import HeaderError, read_checkpoint, read_tensor
 
-ROOT = Path(__file__).resolve().parent.parent
 INDEX = "model.safetensors.index.json"
 SECRET = b"TOKEN=hf_secret_value"
 needs_links = pytest.mark.skipif(not hasattr(os, "symlink"), reason="symbolic links")
@@ -220,14 +217,7 @@ def test_a_link_to_a_fifo_inside_the_directory_never_hangs(tmp_path: Path) -> No
             assert error.kind == "InvalidIndex" and "a FIFO" in str(error), error
             print("ok")
     """
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    result = run_child(code)
     assert result.stdout == "ok\n", result.stderr
 
 
