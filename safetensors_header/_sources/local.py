@@ -337,9 +337,7 @@ class PathFile(RangeFile):
             real = None if stat.S_ISLNK(os.lstat(joined).st_mode) else joined
         except OSError:  # (missing: realpath and the open say so as for any other name)
             real = None
-        return _contained(
-            prefix + name, label, self.index, roots, self.options, real, inside or None
-        )
+        return _contained(prefix + name, label, self.index, roots, self.options, real, inside)
 
     def _plain_folder(self) -> tuple[str, str, bool]:
         """For a plain name beside this file (no separator, not a link): the path its name
@@ -349,8 +347,9 @@ class PathFile(RangeFile):
         one a path component."""
         folder = self._folder
         if folder is None:
-            prefix = _beside(self.shown, "")
-            real_prefix = os.path.join(os.path.realpath(os.path.dirname(self.shown) or "."), "")
+            shown = os.path.dirname(self.shown)
+            prefix = os.path.join(shown, "")
+            real_prefix = os.path.join(os.path.realpath(shown or "."), "")
             inside = not self.roots or _inside(real_prefix, self.roots)
             folder = self._folder = (prefix, real_prefix, inside)
         return folder
@@ -368,15 +367,16 @@ def _contained(  # noqa: PLR0917 - the file, its names, its roots, and its path
     roots: tuple[str, ...] | None,
     options: Options,
     real: str | None = None,
-    inside: bool | None = None,
+    inside: bool = False,
 ) -> PathFile:
     """`path` as a checkpoint's file: resolved inside `roots` (unless None), and read only
     if a regular file. Resolved once, and the resolved path opened without following
     links at every read, so the file checked is the file read. Nothing is read before both
     checks; `name` and `where` (the index) name it in the errors; `real` is `path`
-    resolved, where the caller knows it, and `inside` whether it is inside `roots`."""
+    resolved, where the caller knows it, and `inside` True where it knows that to be inside
+    `roots`."""
     if real is None:
-        real, inside = os.path.realpath(path), None
+        real, inside = os.path.realpath(path), False
     if roots is not None and not (inside or _inside(real, roots)):
         raise _bad_index(
             where,
