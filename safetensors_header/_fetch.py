@@ -258,8 +258,9 @@ def map_file(
     import mmap
 
     file = PathFile(path, Options())
-    if header is not None:
-        file.expect(header)
+    given = header
+    if given is not None:
+        file.expect(given)
     descriptor = file.open_checked()  # (checked against the header's identity)
     try:
         if not file.seekable:
@@ -273,6 +274,14 @@ def map_file(
         mapped = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) if size else None
     finally:
         os.close(descriptor)
+    if given is not None and file.needs_header_bytes(given):
+        # A header of a copy elsewhere: held to its bytes, as `open_file` holds it.
+        try:
+            file.check_header_bytes(given, b"" if mapped is None else mapped[: given.data_start])
+        except HeaderError:
+            if mapped is not None:
+                mapped.close()
+            raise
     return header, mapped
 
 
@@ -440,6 +449,7 @@ def _read(
 def read_planned(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
     """The requests of a read plan, as they are, into their segments (`_plan`)."""
     if reads:
+        file._range_file.check_again(clock)
         file._range_file.read_into(reads, clock)
 
 

@@ -327,12 +327,13 @@ class FileIdentity:
         size: Its size in bytes, ``None`` where the source did not say (a stream).
         validators: What changes when the file does, as ``(name, value)`` pairs in the
             source's own terms: ``etag`` and ``last-modified`` of a URL; ``e_tag``,
-            ``version``, ``last_modified`` of an object in a store; ``device``, ``inode``
-            and ``mtime_ns`` of a local file. Empty where the source says nothing (bytes,
+            ``version``, ``last_modified`` of an object in a store; ``device``, ``inode``,
+            ``mtime_ns`` and ``ctime_ns`` of a local file. Empty where the source says
+            nothing (bytes,
             a file object without a descriptor, a server without ETag or Last-Modified).
         header_digest: The CRC-32 of the header's bytes (``[0, 8 + N)``), where they were
-            read through the source layer's loop (``None`` for a local path's header, whose
-            validators decide).
+            read through the source layer's loop (``None`` for a local path's header: its
+            validators decide, and a copy is held to its header parsed again).
     """
 
     __slots__ = ("location", "size", "validators", "header_digest")  # noqa: RUF023

@@ -3,9 +3,9 @@
 Layer: sources. A path is read with ``os.preadv`` straight into the memory the bytes are
 returned in (no shared file position, so any number of threads may read one file; a long
 read is split over the machine's cores). Every read is identified by an ``os.fstat`` of the
-descriptor read (device, inode, size and modification time: `RangeFile.identify`), so a file
-rewritten or replaced between two reads is the one ``FileChanged`` error, never a mix of two
-files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
+descriptor read (device, inode, size, modification and change times: `RangeFile.identify`),
+so a file rewritten or replaced between two reads is the one ``FileChanged`` error, never a
+mix of two files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
 """
 
 from __future__ import annotations
@@ -198,6 +198,18 @@ class PathFile(RangeFile):
     def local_path(self) -> str | None:
         self.prepare()
         return os.fsdecode(self.path) if self.seekable else None
+
+    def same_place(self, location: str) -> bool:
+        """The same path, however spelled (``./m``, absolute, through links): both resolved
+        now. (The same device and inode is the same file too: `RangeFile.identify`.)"""
+        if location == self.shown:
+            return True
+        try:
+            return os.path.normcase(os.path.realpath(location)) == os.path.normcase(
+                os.path.realpath(os.fsdecode(self.path))
+            )
+        except (OSError, ValueError):  # a path the system cannot resolve (a NUL in it)
+            return False
 
     def __getstate__(self) -> dict[str, Any]:
         # The resolved folder is worked out again where the file is unpickled.
