@@ -35,15 +35,18 @@ REFERENCE_KINDS: Final = (
 #:   shard names, or names a shard outside its directory;
 #: * ``IndexMismatch``: an index and its shards disagree (a tensor missing from its shard,
 #:   or in two shards; with ``strict=True`` also the findings of ``Checkpoint.problems``);
-#: * ``FileChanged``: a local file changed between its header's read and a read of its
-#:   data (another file at its path, another size or modification time): the two would be
-#:   of different files. (A URL or an object that changes is a `RemoteError`.)
+#: * ``FileChanged``: a file changed between its header's read and a read of its data
+#:   (another file at its path or URL, another size, modification time, ETag...), or is not
+#:   the file a header given for it was read from: the two would be of different files;
+#: * ``TooLarge``: the data to read into memory is larger than the machine's memory and
+#:   swap (a file or a server that claims petabytes), refused before anything is allocated.
 KINDS: Final = (
     *REFERENCE_KINDS,
     "PrefixTooShort",
     "InvalidIndex",
     "IndexMismatch",
     "FileChanged",
+    "TooLarge",
 )
 
 

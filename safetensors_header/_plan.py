@@ -31,7 +31,7 @@ from ._geometry import selected
 from ._record import frozen_record, set_fields
 from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
-from ._sources.planning import allocate, with_segments
+from ._sources.planning import allocate, check_fits, with_segments
 
 __all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
 
@@ -253,6 +253,7 @@ class ReadPlan:
         call.
         """
         clock = Clock(timeout)
+        check_fits(sum(tensor.nbytes for tensor in self.tensors))  # (all of them, together)
         buffers = {tensor.name: allocate(tensor.nbytes) for tensor in self.tensors}
         per_file: dict[str | None, list[tuple[int, memoryview]]] = {}
         for tensor in self.tensors:

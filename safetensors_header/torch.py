@@ -36,6 +36,7 @@ from ._format import DTYPES, MAX_HEADER_SIZE
 from ._geometry import selected
 from ._header import Header, TensorInfo, shown_shape
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
+from ._sources.planning import check_fits
 from ._writer import file_bytes, write_file
 
 __all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "open_tensors"]
@@ -340,6 +341,7 @@ def _read_into(
 ) -> dict[str, torch.Tensor]:
     """The tensors read straight into `into`'s tensors, and the others into new ones."""
     tensors = {}
+    check_fits(sum(info.nbytes for info in chosen if info.name not in into))
     for info, (dtype, shape) in zip(chosen, forms, strict=True):
         given = into.get(info.name)
         if given is None:
@@ -500,6 +502,7 @@ class LazyTensor:
             shape = _shape(info.name, info.dtype, info.shape)
             info = TensorInfo(info.name, "U8", shape, info.start, info.end, info.data_start)
         ranges, shape = selected(info, key)  # checks the key before anything is read
+        check_fits(sum(length for _, length in ranges))
         tensor = torch.empty(shape, dtype=dtype)
         if ranges:
             memory, views, at = _memory(tensor), [], 0
