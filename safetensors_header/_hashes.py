@@ -661,15 +661,14 @@ def _digest_size(algorithm: object) -> int:
     return size
 
 
+_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
+
+
 def _hex(text: object, size: int, algorithm: str, where: str) -> str:
     """`text` as a digest of `size` hex digits, in lower case; ValueError if it is none."""
-    if isinstance(text, str) and len(text) == size and text.isascii():
-        try:
-            bytes.fromhex(text)
-        except ValueError:
-            pass
-        else:
-            return text.lower()
+    # Hex digits only (bytes.fromhex would skip spaces and tabs), of the algorithm's length.
+    if isinstance(text, str) and len(text) == size and not text.strip(_HEX_DIGITS):
+        return text.lower()
     raise ValueError(f"{where}: a {algorithm} digest is {size} hex digits, not {_described(text)}")
 
 
