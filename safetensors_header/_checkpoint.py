@@ -17,12 +17,12 @@ from itertools import chain, repeat
 from operator import eq
 from types import MappingProxyType
 
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
+from ._core.records import frozen_record, set_fields
+from ._core.rules import json_document
 from ._errors import HeaderError, RemoteError
 from ._fetch import SafetensorsFile
-from ._format import MAX_HEADER_SIZE
-from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
-from ._parser.rules import json_document
-from ._record import frozen_record, set_fields
 from ._sources import is_checkpoint, open_source
 from ._sources.base import header_of
 from ._sources.local import INDEX_NAMES, SINGLE_NAMES, directory_entry, no_entry

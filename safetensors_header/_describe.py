@@ -12,11 +12,11 @@ import stat
 from collections.abc import Mapping
 
 from ._checkpoint import Checkpoint, read_checkpoint
+from ._core.header import Header
+from ._core.rules import json_document
 from ._errors import RemoteError
 from ._fetch import SafetensorsFile, local_path, read_beside
-from ._header import Header
 from ._model import ModelInfo, describe
-from ._parser.rules import json_document
 
 __all__ = ["config_beside", "config_of", "describe_model"]
 

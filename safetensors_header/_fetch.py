@@ -15,9 +15,9 @@ from __future__ import annotations
 import operator
 import os
 
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.records import publish
 from ._errors import HeaderError
-from ._format import MAX_HEADER_SIZE
-from ._record import publish
 from ._sources import backend_of, open_source
 from ._sources.base import header_of
 from ._sources.local import PathFile, header_at
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         weight_map: Mapping[str, str]
         shards: Mapping[str, SafetensorsFile]
 
-    from ._header import Header, TensorInfo
+    from ._core.header import Header, TensorInfo
     from ._sources import Source
     from ._sources.base import RangeFile
     from ._sources.planning import Read

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._checkpoint import files_of
+from ._core.records import frozen_record, set_fields
 from ._fetch import map_file
-from ._record import frozen_record, set_fields
 from ._sources.options import Options
 from ._sources.threads import run_parallel
 
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
+    from ._core.header import TensorInfo
     from ._fetch import SafetensorsFile
-    from ._header import TensorInfo
     from ._sources.transport import Transport
 
     class Hasher(Protocol):

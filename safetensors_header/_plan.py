@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from ._checkpoint import files_of
+from ._core.fileformat import DTYPE_BITS
+from ._core.geometry import selected
+from ._core.records import frozen_record, set_fields
 from ._fetch import SafetensorsFile, read_planned
-from ._format import DTYPE_BITS
-from ._geometry import selected
-from ._record import frozen_record, set_fields
 from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
 from ._sources.planning import allocate, check_fits, with_segments
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from ._header import TensorInfo
+    from ._core.header import TensorInfo
     from ._runs import Block
     from ._sources.planning import Read
     from ._sources.transport import Transport

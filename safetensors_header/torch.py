@@ -31,10 +31,10 @@ try:
 except ModuleNotFoundError as error:
     raise missing(error, "torch", "safetensors_header.torch") from None
 
+from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
+from ._core.geometry import selected
+from ._core.header import Header, TensorInfo, shown_shape
 from ._fetch import SafetensorsFile, local_path, open_file
-from ._format import DTYPES, MAX_HEADER_SIZE
-from ._geometry import selected
-from ._header import Header, TensorInfo, shown_shape
 from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
 from ._sources.planning import check_fits
 from ._writer import file_bytes, write_file

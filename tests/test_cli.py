@@ -102,7 +102,8 @@ def test_no_two_names_print_alike(tmp_path: Path) -> None:
     ]:
         result = run(*command, str(path))
         assert result.returncode == 0, result.stderr
-        assert "\x1b" not in result.stdout and "\x00" not in result.stdout
+        assert "\x1b" not in result.stdout
+        assert "\x00" not in result.stdout
         shown = [name_of(line) for line in result.stdout.splitlines() if "a\\" in line]
         assert sorted(shown) == sorted(printed), command
     manifest = tmp_path / "alike.txt"

@@ -140,7 +140,15 @@ def test_manifests_round_trip_and_are_checked() -> None:
 
 @pytest.mark.parametrize(
     "digest",
-    [" " * 64, "\t" * 64, "0" * 62 + "  ", " 0" * 32, "0" * 63 + "\n", "٠" * 64, "0x" + "0" * 62],
+    [
+        " " * 64,
+        "\t" * 64,
+        "0" * 62 + "  ",
+        " 0" * 32,
+        "0" * 63 + "\n",
+        "\u0660" * 64,
+        "0x" + "0" * 62,
+    ],
     ids=["spaces", "tabs", "trailing", "spaced", "newline", "arabic-digits", "prefixed"],
 )
 def test_a_digest_is_hex_digits_only(digest: str) -> None:

@@ -710,6 +710,7 @@ def test_a_deeply_nested_config_is_a_note_from_any_depth_of_the_stack(tmp_path: 
     assert any("nests deeper than 127" in note for note in info.notes), info.notes
     result = subprocess.run(
         [sys.executable, "-m", "safetensors_header", "inspect", "--tree", str(tmp_path)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from .._core.rules import json_document
 from .._errors import HeaderError
-from .._parser.rules import json_document
 from .output import Output, Progress, shown_source
 from .reading import Failure, Read, failure_from, failure_of, read_source
 

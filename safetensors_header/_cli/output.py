@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from .._diagnose import cut, listed
+from .._core.diagnose import cut, listed
 
 __all__ = ["PROG", "STDIN", "Output", "columns", "count", "cut", "listed", "shown_source"]
 __all__ += ["natural_key", "shard_numbers"]

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import json
 
-from .._format import DTYPE_BITS
-from .._parser.rules import json_document
+from .._core.fileformat import DTYPE_BITS
+from .._core.rules import json_document
 from .records import Quantization
 
 __all__ = ["positive", "quantization_config", "quantizations", "tensor_counts"]

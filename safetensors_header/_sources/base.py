@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import _thread
 
+from .._core.fileformat import bytes_needed
+from .._core.header import set_identity
+from .._core.parse import parse_header
 from .._errors import HeaderError
-from .._format import bytes_needed
-from .._header import FileIdentity, defer_identity
-from .._parser import parse_header
+from .identity import identity_of, make_identity
 from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Final, TypeAlias
 
-    from .._header import Header
+    from .._core.header import Header
     from .options import Clock, Options
     from .planning import Read
 
@@ -176,8 +177,9 @@ class RangeFile:
         """`validators` with the change time pinned before (or expected), where they differ
         from it in that alone (`identify`'s `nameless`)."""
         before = self.validators
-        if before is None and self.expected is not None and self.expected.identity is not None:
-            before = self.expected.identity.validators
+        expected = None if self.expected is None else identity_of(self.expected)
+        if before is None and expected is not None:
+            before = expected.validators
         if not before:
             return validators
         pinned = dict(before).get("ctime_ns")
@@ -216,7 +218,7 @@ class RangeFile:
     def needs_header_bytes(self, header: Header) -> bool:
         """Whether `header` given for this file is held to its bytes (`confirm`): a header
         with an identity, unless its validators are this very location's."""
-        identity = header.identity
+        identity = identity_of(header)
         if identity is None:
             return False  # `parse_header`'s: its size alone (docs/errors.md says so)
         return not (identity.validators and self.same_place(identity.location))
@@ -225,7 +227,7 @@ class RangeFile:
         """``FileChanged`` unless `data`, this file's first bytes, are those `header` was
         parsed from: the same CRC-32 where its identity has one, else the same header when
         parsed (a local header's identity keeps no digest: its validators decide there)."""
-        identity = header.identity
+        identity = identity_of(header)
         where = "" if identity is None else f", read from {identity.location}"
         differs = len(data) < header.data_start
         if not differs and identity is not None and identity.header_digest is not None:
@@ -262,7 +264,7 @@ class RangeFile:
     def _against_expected(self, size: int | None, validators: Validators | None) -> None:
         header = self.expected
         assert header is not None
-        expected = header.identity
+        expected = identity_of(header)
         expected_size = header.file_size if expected is None else expected.size
         if expected_size is not None and size is not None and size != expected_size:
             raise changed(
@@ -463,8 +465,7 @@ def read_from(
     import zlib
 
     digest = zlib.crc32(memoryview(data)[: header.data_start])
-    # (made when first asked for: most headers are read for their tensors alone)
-    defer_identity(header, (FileIdentity, location, size, validators, digest))
+    set_identity(header, make_identity(location, size, validators, digest))
     return header
 
 

@@ -25,10 +25,10 @@ from itertools import accumulate
 from operator import le
 from types import MappingProxyType
 
-from .._errors import HeaderError
-from .._format import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIELDS, U64_MAX
-from .._header import TensorTable, make_header, shown_shape
 from .columns import CANONICAL_DTYPE, Columns, chained, element_counts, sizes_hold, sort_by_offsets
+from .errors import HeaderError
+from .fileformat import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIELDS, U64_MAX
+from .header import TensorTable, make_header, shown_shape
 
 __all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
 __all__ += ["in_fresh_thread", "json_document", "nested_deeper_than", "reject_deep_nesting"]
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from typing import Any, Final, NoReturn, TypeVar
 
-    from .._header import Header
     from .columns import Entry, Shape
+    from .header import Header
 
     _T = TypeVar("_T")
 
