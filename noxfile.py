@@ -119,7 +119,8 @@ def _report_versions(session: nox.Session) -> None:
 
 
 def _lower_bounds() -> list[str]:
-    """``name==X`` for every ``name>=X`` in the extras but `dev` (the linters), markers kept."""
+    """``name==X`` for every ``name>=X`` in the extras but `dev` (the linters), markers kept;
+    an upper bound alone (``boto3 <X``) is left to the extra."""
     extras = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]
     pins: dict[str, str] = {}
     for extra, requirements in extras.items():
@@ -132,6 +133,8 @@ def _lower_bounds() -> list[str]:
             if requirement.name == PROJECT:  # another extra, read on its own
                 continue
             specs = list(requirement.specifier)
+            if specs and all(spec.operator in ("<", "<=") for spec in specs):
+                continue  # a bound for the resolver (boto3's), no floor to test
             if len(specs) != 1 or specs[0].operator not in {">=", "=="}:
                 raise ValueError(f"{text!r}: want one lower bound (>=) or one pin (==)")
             pin = f"{requirement.name}=={specs[0].version}"
