@@ -634,3 +634,23 @@ def test_files_numbered_with_a_legend() -> None:
     assert shard_numbers(odd)[1] == [f"file {n}: {name}" for n, name in enumerate(odd, start=1)]
     swapped = [names[1], names[0], *names[2:]]
     assert len(shard_numbers(swapped)[1]) == 5
+
+
+def test_hash_on_a_terminal_shows_short_digests_and_whole_ones_piped() -> None:
+    piped = run("hash", TINY)
+    assert piped.returncode == 0, piped.stderr
+    whole = [line.split("  ", 1) for line in piped.stdout.splitlines()]
+    assert all(len(digest) == 64 for digest, _ in whole)  # as sha256sum prints
+    shown = on_terminal("hash", TINY, columns=80).splitlines()
+    assert shown[-1] == (
+        "(digests cut to their first 16 hex digits on a terminal: --full, --json or a pipe "
+        "gives them whole)"
+    )
+    cut = [line.split("  ", 1) for line in shown[:-1]]
+    assert [name for _, name in cut] == [name for _, name in whole]
+    assert [digest for digest, _ in cut] == [digest[:16] for digest, _ in whole]
+    tensors = [line for line in shown[:-1] if not line.split("  ", 1)[1].startswith("(")]
+    assert len(tensors) == 7
+    assert all(len(line) <= 80 for line in tensors)
+    full = on_terminal("hash", "--full", TINY, columns=80).splitlines()
+    assert full == piped.stdout.splitlines()

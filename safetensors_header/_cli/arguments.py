@@ -102,8 +102,9 @@ examples:
   {PROG} validate --hashes manifest.json ./checkpoint-dir
 
 Each line: the digest of a tensor's bytes, two spaces, its name (as sha256sum writes); the
-last line, the digest of those digests in file order. The tensors are read through the
-data path, a few MiB at a time on every core.
+last line, the digest of those digests in file order. On a terminal the digests are cut to
+their first 16 hex digits, so that a line fits; --full, or a pipe, gives them whole. The
+tensors are read through the data path, a few MiB at a time on every core.
 
 exit status: 0 when every SOURCE was hashed, 1 when any was not, 2 for a usage error."""
 
@@ -281,6 +282,11 @@ def _hash_arguments(hashing: argparse.ArgumentParser) -> None:
     )
     hashing.add_argument(
         "--json", action="store_true", help="one manifest per SOURCE (for validate --hashes)"
+    )
+    hashing.add_argument(
+        "--full",
+        action="store_true",
+        help="whole digests on a terminal too (cut to 16 hex digits there; piped, always whole)",
     )
 
 
