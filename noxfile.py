@@ -198,8 +198,10 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=MAIN)
 def docs(session: nox.Session) -> None:
     """The documentation site, built in strict mode: a broken link, anchor or API reference
-    fails it. (Its Python examples run in the tests, with the README's.)"""
-    session.install("-e", ".[docs]")
+    fails it; then tests/test_site.py reads the pages as built (Markdown that did not render,
+    doctest directives, signatures that scroll). (Its Python examples run in the tests, with
+    the README's.)"""
+    session.install("-e", ".[docs]", "pytest >=8.0", "pytest-timeout >=2.2")
     site = Path(session.create_tmp()) / "site"
     session.run(
         "python",
@@ -210,6 +212,14 @@ def docs(session: nox.Session) -> None:
         "--site-dir",
         str(site),
         env={"NO_MKDOCS_2_WARNING": "1"},
+    )
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/test_site.py",
+        *session.posargs,
+        env={"SAFETENSORS_HEADER_SITE": str(site)},
     )
 
 
