@@ -228,7 +228,7 @@ def test_stats_read_in_chunks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Memory bounded by the chunk, whatever the tensor's size: every read of the statistics
-    # is at most _CHUNK_BYTES, and the answer is the one read whole.
+    # is at most _CHUNK_ELEMENTS, and the answer is the one read whole.
     base, tuned = map(str, base_and_tuned)
     assert main(["diff", "--stats", "--json", base, tuned]) == 1
     whole = json.loads(capsys.readouterr().out)["values"]["changed"]
@@ -239,7 +239,7 @@ def test_stats_read_in_chunks(
         lengths.append(length)
         return real(self, at, length)
 
-    monkeypatch.setattr(values, "_CHUNK_BYTES", 8)  # two F32 values at a time
+    monkeypatch.setattr(values, "_CHUNK_ELEMENTS", 2)  # two F32 values at a time
     monkeypatch.setattr(values._Side, "bytes", recorded)
     assert main(["diff", "--stats", "--json", base, tuned]) == 1
     assert json.loads(capsys.readouterr().out)["values"]["changed"] == whole

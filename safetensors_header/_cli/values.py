@@ -5,7 +5,7 @@ Layer: adapters (the command line).
 Each side's tensors are hashed once (`hash_tensors`, through the data path: any source), so
 that a tensor whose bytes are the same on both sides costs one digest a side and nothing
 more. Only for the tensors whose digests differ, and only with ``--stats``, are both sides
-read again, a chunk at a time (`_CHUNK_BYTES` a side: memory does not grow with the tensor),
+read again, a chunk at a time (`_CHUNK_ELEMENTS` a side: memory does not grow with the tensor),
 and compared element by element with numpy.
 """
 
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 
-# Bytes of each side read and compared at a time: with their float64 copies, a few tens of
-# MiB in all, whatever the tensor's size.
-_CHUNK_BYTES: Final = 4 << 20
+# Elements of each side read and compared at a time: with their float64 copies (8 MiB each)
+# a few tens of MiB in all, whatever the tensor's size or dtype.
+_CHUNK_ELEMENTS: Final = 1 << 20
 ALGORITHM: Final = "sha256"  # the digests compared: hash's default, so that they can be checked
 # The dtypes numpy reads without ml_dtypes (BF16 is widened to F32 here, by its bits).
 _PLAIN: Final = {
@@ -139,11 +139,10 @@ class _Side:
 
 def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
     """How the values of one tensor differ, A's bytes against B's (same dtype and shape),
-    read `_CHUNK_BYTES` at a time; or why that cannot be told (a text)."""
+    read `_CHUNK_ELEMENTS` at a time; or why that cannot be told (a text)."""
     import numpy as np
 
     info = side_a.info
-
     bits = DTYPE_BITS[info.dtype]
     if bits % 8:
         return f"{info.dtype} packs several values a byte: not compared element by element"
@@ -152,7 +151,7 @@ def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
     if values is None:
         return f"{info.dtype} needs ml_dtypes: pip install 'safetensors_header[ml-dtypes]'"
     raw = np.dtype(f"<u{size}" if size > 1 else "|u1")
-    step = max(1, _CHUNK_BYTES // size) * size
+    step = _CHUNK_ELEMENTS * size
     differing = nonfinite = 0
     largest_difference = largest_a = 0.0
     for at in range(0, info.nbytes, step):
@@ -172,8 +171,6 @@ def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
                 difference = float(np.max(np.abs(value_b[both] - value_a[both])))
             largest_difference = max(largest_difference, difference)
         del chunk_a, chunk_b
-    if not math.isfinite(largest_difference):  # (two finite values an infinity apart)
-        largest_difference = math.inf
     relative = None
     if largest_a > 0 and math.isfinite(largest_difference):
         relative = largest_difference / largest_a
@@ -181,6 +178,7 @@ def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
         "elements": info.numel,
         "differing": differing,
         "nonfinite": nonfinite,
+        # (None when two finite values are further apart than a float64 holds)
         "max_abs_diff": largest_difference if math.isfinite(largest_difference) else None,
         "max_rel_diff": relative,
     }
