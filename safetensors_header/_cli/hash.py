@@ -32,9 +32,11 @@ _FINGERPRINT_LINE: Final = (
 _CONTENT_LINE: Final = "({algorithm} of the {count:,} tensor digests of {source})"
 _SHORT_DIGEST: Final = 16  # hex digits of a digest shown on a terminal (64 bits)
 _SHORT_LEGEND: Final = (
-    f"(digests cut to their first {_SHORT_DIGEST} hex digits on a terminal: --full, --json "
-    "or a pipe gives them whole)"
+    f"(digests cut to {_SHORT_DIGEST} hex digits: --full or a pipe shows them whole)"
 )
+# On a terminal, the fingerprint's line without what it covers (docs/integrity.md says it):
+# the line fits 80 columns.
+_SHORT_FINGERPRINT_LINE: Final = "({algorithm} fingerprint of the {count:,} tensors)"
 _HOW_TO_WRITE: Final = (
     "write one with `safetensors-header hash --json SOURCE > manifest.json` "
     "(hash's plain output is read too, whole)"
@@ -66,9 +68,9 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             f"{shown(digest)}  {_FILE_LINE.format(algorithm=algorithm, name=name)}"
             for name, digest in hashes.files.items()
         )
+        fingerprint = _SHORT_FINGERPRINT_LINE if short else _FINGERPRINT_LINE
         out.line(
-            f"{shown(hashes.fingerprint)}  "
-            + _FINGERPRINT_LINE.format(algorithm=algorithm, count=count)
+            f"{shown(hashes.fingerprint)}  " + fingerprint.format(algorithm=algorithm, count=count)
         )
         line = _CONTENT_LINE.format(algorithm=algorithm, count=count, source=shown_source(source))
         out.line(f"{shown(hashes.content)}  {line}")
