@@ -188,10 +188,29 @@ def allowed_modules(text: str) -> set[str]:
                 continue
             pending.append((_normalized(requirement.name), frozenset(requirement.extras)))
     modules = {"safetensors_header"}
-    for module, distributions in metadata.packages_distributions().items():
-        if any(_normalized(name) in closure for name in distributions):
-            modules.add(module)
+    for distribution in metadata.distributions():
+        if _normalized(distribution.metadata["Name"] or "") in closure:
+            modules.update(_top_level(distribution))
     return modules
+
+
+def _top_level(distribution: Any) -> set[str]:
+    """The top-level modules a distribution installs: its top_level.txt, else the first
+    part of each file it installed (what Python 3.11's packages_distributions does; 3.10's
+    reads top_level.txt only, which numpy's wheels do not have)."""
+    listed = distribution.read_text("top_level.txt")
+    if listed:
+        return set(listed.split())
+    found = set()
+    for file in distribution.files or ():
+        if not file.parts:
+            continue
+        first = file.parts[0]
+        if len(file.parts) == 1:  # a module at the top: six.py, _cffi_backend.cpython-...so
+            first = first.split(".")[0]
+        if first.isidentifier() and first != "__pycache__":  # (not name-1.0.dist-info, ..)
+            found.add(first)
+    return found
 
 
 # Run before an example: an import of a module the page does not name (by the example, or
