@@ -290,3 +290,69 @@ def test_stats_without_numpy_is_a_usage_error(
     assert "pip install 'safetensors_header[numpy]'" in capsys.readouterr().err
     # --values needs no numpy.
     assert main(["diff", "--values", base, tuned]) == 1
+
+
+def test_f8_stats_through_ml_dtypes_and_packed_rows_in_the_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    before = np.array([1.0, 2.0, 4.0], ml_dtypes.float8_e4m3fn)
+    after = np.array([1.0, 2.5, 4.0], ml_dtypes.float8_e4m3fn)
+    for name, array in (("a", before), ("b", after)):
+        write_file(
+            str(tmp_path / f"{name}.safetensors"),
+            {
+                "f8": ("F8_E4M3", [3], array.tobytes()),
+                "f4": ("F4", [4], b"\x12\x34" if name == "a" else b"\x12\x35"),
+            },
+        )
+    a, b = str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors")
+    assert main(["diff", "--stats", "--json", a, b]) == 1
+    changed = {c["name"]: c for c in json.loads(capsys.readouterr().out)["values"]["changed"]}
+    found = changed["f8"]["statistics"]
+    assert (found["differing"], found["max_abs_diff"], found["max_rel_diff"]) == (1, 0.5, 0.125)
+    assert main(["diff", "--stats", a, b]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("~")]
+    assert rows[0].split()[:2] == ["~", "f4"]
+    assert "packs several values a byte" in rows[0]  # said where the numbers would be
+    assert rows[1].split() == ["~", "f8", "1", "of", "3", "0.5", "0.125"]
+
+
+def test_f8_without_ml_dtypes_is_hashed_and_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_file(str(tmp_path / "a.safetensors"), {"t": ("F8_E5M2", [2], b"\x01\x02")})
+    write_file(str(tmp_path / "b.safetensors"), {"t": ("F8_E5M2", [2], b"\x01\x03")})
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # not importable
+    args = [str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors")]
+    assert main(["diff", "--stats", "--json", *args]) == 1
+    (change,) = json.loads(capsys.readouterr().out)["values"]["changed"]
+    assert change["statistics"] is None
+    assert "pip install 'safetensors_header[ml-dtypes]'" in change["note"]
+
+
+def test_a_side_that_fails_while_its_values_are_compared(
+    base_and_tuned: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Hashed, then unreadable when read again for the statistics: exit 2, naming the side.
+    from safetensors_header import SafetensorsFile
+
+    base, tuned = map(str, base_and_tuned)
+    real = values._statistics
+
+    def failing(side_a: values._Side, side_b: values._Side) -> object:
+        def refuse(*_: object, **__: object) -> object:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(SafetensorsFile, "read_ranges", refuse)
+        return real(side_a, side_b)
+
+    monkeypatch.setattr(values, "_statistics", failing)
+    assert main(["diff", "--stats", "--json", base, tuned]) == 2
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["error"]["path"] == base
+    assert document["error"]["kind"] == "PermissionError"
+    assert f"{base}: PermissionError: Permission denied" in captured.err
