@@ -8,8 +8,8 @@ Layer: adapters (on the data path, `safetensors_header._fetch`, read plans and t
     >>> tensors["lm_head.weight"].dtype  # doctest: +SKIP
     torch.bfloat16
     >>> lazy = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
-    >>> rows = lazy["lm_head.weight"][1024:2048]  # doctest: +SKIP  (fetches those rows)
-    >>> save_file(tensors, "copy.safetensors")  # doctest: +SKIP  (the same bytes)
+    >>> rows = lazy["lm_head.weight"][1024:2048]  # fetches those rows  # doctest: +SKIP
+    >>> save_file(tensors, "copy.safetensors")  # the same bytes  # doctest: +SKIP
 
 Needs torch (``pip install 'safetensors_header[torch]'``, or any torch build installed on its
 own: docs/torch.md); not numpy, nor the ``safetensors`` package. Importing this module
