@@ -13,12 +13,13 @@ input, `RemoteError` the one for network failures.
 """
 
 from ._core.fileformat import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
-from ._core.header import DtypeTotal, Header, TensorInfo, TensorTable
+from ._core.header import Header, TensorInfo, TensorTable
 from ._core.parse import parse_header
 from ._core.records import publish
 from ._errors import KINDS, HeaderError, RemoteError
 from ._sources import Source, read_header
 from ._sources.identity import FileIdentity
+from ._totals import DtypeTotal
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:

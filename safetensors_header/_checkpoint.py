@@ -18,7 +18,7 @@ from operator import eq
 from types import MappingProxyType
 
 from ._core.fileformat import MAX_HEADER_SIZE
-from ._core.header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
+from ._core.header import Header, TensorInfo, TensorTable
 from ._core.records import frozen_record, set_fields
 from ._core.rules import json_document
 from ._errors import HeaderError, RemoteError
@@ -28,6 +28,7 @@ from ._sources.base import header_of
 from ._sources.local import INDEX_NAMES, SINGLE_NAMES, directory_entry, no_entry
 from ._sources.options import Options
 from ._sources.threads import map_parallel
+from ._totals import DtypeTotal, by_dtype
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "Checkpoint", "DtypeTotal", "by_dtype"]
 __all__ += ["directory_entry", "files_of", "is_checkpoint", "no_entry", "read_checkpoint"]

@@ -71,8 +71,8 @@ from collections.abc import Mapping
 from itertools import product
 
 from ._checkpoint import Checkpoint
-from ._core.fileformat import DTYPES
-from ._core.geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
+from ._core.fileformat import DTYPE_BITS, DTYPES
+from ._core.geometry import check_chunk_shape, chunk_grid
 from ._extras import missing
 
 __all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
@@ -88,6 +88,11 @@ if TYPE_CHECKING:
     Chunks: TypeAlias = int | Mapping[str, Sequence[int] | int] | None
 
 __all__ += ["to_kerchunk", "to_zarr"]
+
+# The divisor search tries at most this many candidates per axis. Dimensions of real files are
+# far below 2**40, where the search always ends sooner; past it (a header that claims a huge
+# tensor) the result is still a divisor, maybe not the one nearest the target.
+_MAX_DIVISOR_TRIES: Final = 1 << 20
 
 # What `node_name` percent-encodes anywhere in a name: the escape character itself, the
 # separators zarr-python splits a path at ("/", and "\\", which it turns into "/"), and the
@@ -541,3 +546,73 @@ def _real_dtype(values: Any, dtype: object) -> Any:
     except ModuleNotFoundError as error:
         raise missing(error, "ml-dtypes", f"reading a {dtype} tensor") from None
     return values.view(getattr(ml_dtypes, kind.ml_dtypes))
+
+
+def auto_chunk_shape(info: TensorInfo, target: int, /) -> tuple[int, ...]:
+    """The contiguous chunk shape for a target chunk size of `target` bytes.
+
+    The largest contiguous chunk not above `target`, when it is at least a quarter of it;
+    otherwise the smallest one above `target` (up to the whole tensor). A chunk is never below
+    a quarter of the target unless the whole tensor is, because a tensor whose axis has no
+    divisor near the target (an embedding of 30,522 = 2 x 3 x 5,087 rows) would otherwise be
+    cut into thousands of tiny chunks, each a request: a few chunks larger than the target
+    cost far less to read than many much smaller. A tensor at most `target` bytes is one
+    chunk; a scalar is always one; a zero-size tensor, which has no chunk, gets its shape with
+    0s made 1 (Zarr's chunk sizes are at least 1). Packed dtypes (``F4``, ``F6_*``) are cut
+    into whole bytes only.
+    """
+    shape = info.shape
+    if 0 in shape:
+        return tuple(max(size, 1) for size in shape)
+    if not shape:
+        return ()
+    bits = DTYPE_BITS[info.dtype]
+    budget = target * 8  # in bits, for the packed dtypes
+    below: tuple[int, int, int] | None = None  # (bits, axis, size): the largest not above
+    above: tuple[int, int, int] | None = None  # the smallest above the budget
+    tail = 1  # elements after `axis`
+    for axis in reversed(range(len(shape))):
+        unit = tail * bits  # the bits of a chunk that takes 1 on `axis`
+        step = 8 // math.gcd(unit, 8)  # sizes on `axis` must be multiples of it: whole bytes
+        length = shape[axis]
+        if length % step == 0:
+            groups, group = length // step, step * unit  # sizes are k * step, k dividing groups
+            count = budget // group
+            if count >= 1:
+                size = step * _largest_divisor_at_most(groups, count)
+                if below is None or size * unit > below[0]:
+                    below = (size * unit, axis, size)
+            need = -(-budget // group)  # the fewest groups above (or at) the budget
+            if need <= groups:
+                size = step * (groups // _largest_divisor_at_most(groups, groups // need))
+                if size * unit > budget and (above is None or size * unit < above[0]):
+                    above = (size * unit, axis, size)
+        tail *= length
+    # The first axis always gives one of the two: the whole tensor's bytes.
+    if below is not None and (4 * below[0] >= budget or above is None):
+        _, axis, size = below
+    else:
+        assert above is not None
+        _, axis, size = above
+    return (1,) * axis + (size,) + shape[axis + 1 :]
+
+
+def _largest_divisor_at_most(number: int, limit: int) -> int:
+    """The largest divisor of `number` (>= 1) that is at most `limit` (>= 1)."""
+    if limit >= number:
+        return number
+    best = 1
+    # Divisors pair up as (i, number // i) with i <= sqrt(number); the large halves shrink as
+    # i grows, so the first that fits is the largest of them, and above every small half.
+    for tries, small in enumerate(range(1, math.isqrt(number) + 1)):
+        if tries >= _MAX_DIVISOR_TRIES:
+            break
+        if number % small:
+            continue
+        if number // small <= limit:
+            return number // small
+        if small <= limit:
+            best = small
+        else:
+            break  # every later small half is larger still, and no large half fits yet
+    return best

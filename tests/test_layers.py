@@ -39,7 +39,7 @@ MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
-    ["_core", "_errors", "_audit", "_encode", "_model", "_extras"],
+    ["_core", "_errors", "_totals", "_audit", "_encode", "_model", "_extras"],
     ["_sources", "_replace"],
     ["_fetch", "_checkpoint", "_plan", "_runs", "_hashes", "_writer", "_describe", "_verify"],
     [

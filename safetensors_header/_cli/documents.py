@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._core.header import TensorInfo, by_dtype
+from .._core.header import TensorInfo
+from .._totals import by_dtype
 
 __all__ = ["finding_document", "tensor_document", "totals"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .errors import KINDS, REFERENCE_KINDS, HeaderError
 from .fileformat import DTYPE_BITS, DTYPES, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed
-from .header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
+from .header import Header, TensorInfo, TensorTable
 from .parse import parse_header, read_header
 
 __all__ = [
@@ -30,12 +30,10 @@ __all__ = [
     "KINDS",
     "MAX_HEADER_SIZE",
     "REFERENCE_KINDS",
-    "DtypeTotal",
     "Header",
     "HeaderError",
     "TensorInfo",
     "TensorTable",
-    "by_dtype",
     "bytes_needed",
     "parse_header",
     "read_header",

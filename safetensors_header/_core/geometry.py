@@ -8,10 +8,10 @@ the file (its name, dtype, shape and first byte: any object with those attribute
 * `byte_ranges`: a selection by basic indexing (ints, slices, ``...``) is a set of runs of
   consecutive elements, each one byte range of the file: what a tensor-parallel loader
   fetches to read its shard of a weight without the rest;
-* contiguous chunkings (`check_chunk_shape`, `chunk_grid`, `iter_chunks`,
-  `auto_chunk_shape`): a chunk shape of the form ``(1, ..., 1, c_k, d_{k+1}, ..., d_n)``
-  with ``c_k`` dividing ``d_k`` cuts the tensor into equal pieces that follow each other in
-  the file: chunk ``j`` of the grid (in C order) is the bytes ``start + j * size`` to
+* contiguous chunkings (`check_chunk_shape`, `chunk_grid`, `iter_chunks`; Zarr's choice
+  of one for a size is `zarr.auto_chunk_shape`'s): a chunk shape of the form
+  ``(1, ..., 1, c_k, d_{k+1}, ..., d_n)`` with ``c_k`` dividing ``d_k`` cuts the tensor into
+  equal pieces that follow each other in the file: chunk ``j`` of the grid (in C order) is the bytes ``start + j * size`` to
   ``start + (j + 1) * size``. Such chunks need no copy and no codec, so a Zarr array of
   them is still the file's bytes. Any other chunk shape either takes bytes that are not
   next to each other or, when it does not divide its axis, pads the last chunk past the end
@@ -27,13 +27,12 @@ from typing import SupportsIndex
 
 from .fileformat import DTYPE_BITS
 
-__all__ = ["auto_chunk_shape", "byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks"]
-__all__ += ["selected"]
+__all__ = ["byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks", "selected"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
-    from typing import Final, Protocol
+    from typing import Protocol
 
     class Placed(Protocol):
         """A tensor's place in the file: what `TensorInfo` has (and all this module needs)."""
@@ -46,12 +45,6 @@ if TYPE_CHECKING:
         def shape(self) -> tuple[int, ...]: ...
         @property
         def start(self) -> int: ...
-
-
-# The divisor search tries at most this many candidates per axis. Dimensions of real files are
-# far below 2**40, where the search always ends sooner; past it (a header that claims a huge
-# tensor) the result is still a divisor, maybe not the one nearest the target.
-_MAX_DIVISOR_TRIES: Final = 1 << 20
 
 
 def check_chunk_shape(info: Placed, chunk_shape: Sequence[int], /) -> tuple[int, ...]:
@@ -133,81 +126,11 @@ def iter_chunks(
         yield index, start + number * length, length
 
 
-def auto_chunk_shape(info: Placed, target: int, /) -> tuple[int, ...]:
-    """The contiguous chunk shape for a target chunk size of `target` bytes.
-
-    The largest contiguous chunk not above `target`, when it is at least a quarter of it;
-    otherwise the smallest one above `target` (up to the whole tensor). A chunk is never below
-    a quarter of the target unless the whole tensor is, because a tensor whose axis has no
-    divisor near the target (an embedding of 30,522 = 2 x 3 x 5,087 rows) would otherwise be
-    cut into thousands of tiny chunks, each a request: a few chunks larger than the target
-    cost far less to read than many much smaller. A tensor at most `target` bytes is one
-    chunk; a scalar is always one; a zero-size tensor, which has no chunk, gets its shape with
-    0s made 1 (Zarr's chunk sizes are at least 1). Packed dtypes (``F4``, ``F6_*``) are cut
-    into whole bytes only.
-    """
-    shape = info.shape
-    if 0 in shape:
-        return tuple(max(size, 1) for size in shape)
-    if not shape:
-        return ()
-    bits = DTYPE_BITS[info.dtype]
-    budget = target * 8  # in bits, for the packed dtypes
-    below: tuple[int, int, int] | None = None  # (bits, axis, size): the largest not above
-    above: tuple[int, int, int] | None = None  # the smallest above the budget
-    tail = 1  # elements after `axis`
-    for axis in reversed(range(len(shape))):
-        unit = tail * bits  # the bits of a chunk that takes 1 on `axis`
-        step = 8 // math.gcd(unit, 8)  # sizes on `axis` must be multiples of it: whole bytes
-        length = shape[axis]
-        if length % step == 0:
-            groups, group = length // step, step * unit  # sizes are k * step, k dividing groups
-            count = budget // group
-            if count >= 1:
-                size = step * _largest_divisor_at_most(groups, count)
-                if below is None or size * unit > below[0]:
-                    below = (size * unit, axis, size)
-            need = -(-budget // group)  # the fewest groups above (or at) the budget
-            if need <= groups:
-                size = step * (groups // _largest_divisor_at_most(groups, groups // need))
-                if size * unit > budget and (above is None or size * unit < above[0]):
-                    above = (size * unit, axis, size)
-        tail *= length
-    # The first axis always gives one of the two: the whole tensor's bytes.
-    if below is not None and (4 * below[0] >= budget or above is None):
-        _, axis, size = below
-    else:
-        assert above is not None
-        _, axis, size = above
-    return (1,) * axis + (size,) + shape[axis + 1 :]
-
-
 def _last_partial_axis(shape: tuple[int, ...], sizes: tuple[int, ...]) -> int:
     for axis in reversed(range(len(shape))):
         if sizes[axis] != shape[axis]:
             return axis
     return -1
-
-
-def _largest_divisor_at_most(number: int, limit: int) -> int:
-    """The largest divisor of `number` (>= 1) that is at most `limit` (>= 1)."""
-    if limit >= number:
-        return number
-    best = 1
-    # Divisors pair up as (i, number // i) with i <= sqrt(number); the large halves shrink as
-    # i grows, so the first that fits is the largest of them, and above every small half.
-    for tries, small in enumerate(range(1, math.isqrt(number) + 1)):
-        if tries >= _MAX_DIVISOR_TRIES:
-            break
-        if number % small:
-            continue
-        if number // small <= limit:
-            return number // small
-        if small <= limit:
-            best = small
-        else:
-            break  # every later small half is larger still, and no large half fits yet
-    return best
 
 
 # --- the byte ranges of a selection ----------------------------------------------------
