@@ -38,12 +38,15 @@ REFERENCE_KINDS: Final = (
 #: * ``FileChanged``: a local file changed between its header's read and a read of its
 #:   data (another file at its path, another size or modification time): the two would be
 #:   of different files. (A URL or an object that changes is a `RemoteError`.)
+#: * ``NoSplitRule``: a rank's share was asked with ``strict=True`` (`plan_rank`,
+#:   ``load_rank``) and tensors no rule of tensor parallelism decides were found (named).
 KINDS: Final = (
     *REFERENCE_KINDS,
     "PrefixTooShort",
     "InvalidIndex",
     "IndexMismatch",
     "FileChanged",
+    "NoSplitRule",
 )
 
 

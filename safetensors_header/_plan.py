@@ -22,7 +22,6 @@ import fnmatch
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 
 from ._checkpoint import files_of
 from ._fetch import SafetensorsFile, read_planned
@@ -33,7 +32,7 @@ from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, sho
 from ._sources.options import Clock, Options
 from ._sources.planning import allocate, with_segments
 
-__all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
+__all__ = ["Parts", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "planned"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -53,28 +52,6 @@ if TYPE_CHECKING:
 
 _SKIP: Final = object()  # a callable's answer for a tensor not read
 
-#: Megatron-style tensor parallelism by name (first match wins): the row-parallel layers
-#: (attention output, MLP down projection) split along their input axis 1, their biases and
-#: every norm whole on each rank; anything else (column-parallel layers, embeddings, the
-#: LM head) split along axis 0 (`split_tensors`' ``default_axis``).
-TENSOR_PARALLEL: Final[Mapping[str, int | None]] = MappingProxyType(
-    {
-        "*norm*": None,
-        "*.o_proj.bias": None,
-        "*.down_proj.bias": None,
-        "*.out_proj.bias": None,
-        "*.dense_4h_to_h.bias": None,
-        "*.attention.dense.bias": None,
-        "*.o_proj.weight": 1,
-        "*.down_proj.weight": 1,
-        "*.out_proj.weight": 1,
-        "*.dense_4h_to_h.weight": 1,
-        "*.attention.dense.weight": 1,
-        "*.fc2.weight": 1,
-        "*.w2.weight": 1,
-        "*.wo.weight": 1,
-    }
-)
 _SHOWN_FILES: Final = 8  # files a plan's summary lists
 # A request whose runs average less than this is read into a staging buffer, then copied.
 _STAGE_BELOW: Final = 64 << 10
@@ -121,6 +98,48 @@ class Split:
 
 
 @frozen_record()
+class Parts:
+    """Part `rank` of `world` of a fused tensor (a QKV, a gate and up projection in one):
+    each of its `parts` along `axis` split as `Split` cuts it (or whole on every rank, where
+    its ``split`` is False), the rank's pieces joined along `axis` in order.
+
+    Attributes:
+        parts: ``(size, split)`` pairs: the parts' sizes along `axis`, in order (their sum
+            is the tensor's size there), and whether each is split.
+    """
+
+    __slots__ = ("rank", "world", "axis", "parts")  # noqa: RUF023 - the fields, in order
+
+    rank: int
+    world: int
+    axis: int
+    parts: tuple[tuple[int, bool], ...]
+
+    def __init__(self, rank: int, world: int, axis: int, parts: Iterable[tuple[int, bool]]) -> None:
+        Split(rank, world, axis)  # the same checks
+        pairs = tuple((operator.index(size), bool(split)) for size, split in parts)
+        if not pairs or any(size < 0 for size, _ in pairs):
+            raise ValueError(f"parts must be (size >= 0, split) pairs, not {pairs!r}")
+        set_fields(self, Parts, (operator.index(rank), operator.index(world), axis, pairs))
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """``[start, stop)`` along `axis` of each of the rank's pieces, in order."""
+        pieces, at = [], 0
+        for size, split in self.parts:
+            if split:
+                base, extra = divmod(size, self.world)
+                first = at + self.rank * base + min(self.rank, extra)
+                pieces.append((first, first + base + (1 if self.rank < extra else 0)))
+            else:
+                pieces.append((at, at + size))
+            at += size
+        return pieces
+
+    def __repr__(self) -> str:
+        return f"Parts({self.rank}, {self.world}, axis={self.axis}, parts={self.parts})"
+
+
+@frozen_record()
 class PlannedTensor:
     """One tensor of a `ReadPlan`: what is read of it, and from where.
 
@@ -132,25 +151,41 @@ class PlannedTensor:
         ranges: ``(absolute file offset, length)`` pairs: joined in this order, their bytes
             are ``tensor[key]`` in C order. A tuple, or for a `Split` a `Runs` (equal runs
             a stride apart: a run per row, held as four numbers).
+        selection: What is read of it: ``None`` (all of it), a `Split` (its axis says which),
+            `Parts`, or the numpy basic index given.
+        rule: Why, for a rank's share (`plan_rank`): the rule that chose the selection
+            (``"row-parallel, axis 1"``, ``"norm: whole"``...); ``None`` otherwise.
     """
 
-    __slots__ = ("name", "file", "dtype", "shape", "ranges")  # noqa: RUF023 - the fields, in order
+    __slots__ = ("name", "file", "dtype", "shape", "ranges", "selection", "rule")  # noqa: RUF023
 
     name: str
     file: str | None
     dtype: str
     shape: tuple[int, ...]
     ranges: Sequence[tuple[int, int]]
+    selection: object
+    rule: str | None
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - the fields, in order
         self,
         name: str,
         file: str | None,
         dtype: str,
         shape: tuple[int, ...],
         ranges: Sequence[tuple[int, int]],
+        selection: object = None,
+        rule: str | None = None,
     ) -> None:
-        set_fields(self, PlannedTensor, (name, file, dtype, shape, ranges))
+        set_fields(self, PlannedTensor, (name, file, dtype, shape, ranges, selection, rule))
+
+    @property
+    def axis(self) -> int | None:
+        """The axis a `Split` or `Parts` cuts; ``None`` for a tensor read whole (or by an
+        index)."""
+        if isinstance(self.selection, (Split, Parts)) and len(self.shape) > self.selection.axis:
+            return self.selection.axis
+        return None
 
     @property
     def nbytes(self) -> int:
@@ -325,16 +360,29 @@ def plan_reads(
         IndexError, TypeError, ValueError: A selection that does not fit its tensor (as
             `TensorInfo.byte_ranges`); bounds that cannot both be met.
     """
+    options = Options.given("plan_reads", transport)
+    files = files_of(source, **transport)
+    return planned(files, _chooser(select, files), options, gap, max_over_read, max_requests)
+
+
+def planned(  # noqa: PLR0917 - plan_reads' arguments
+    files: list[tuple[str | None, SafetensorsFile]],
+    choose: Callable[[TensorInfo], object],
+    options: Options,
+    gap: int | None,
+    max_over_read: float | None,
+    max_requests: int | None,
+    rules: Mapping[str, str] | None = None,
+) -> ReadPlan:
+    """`plan_reads` of files opened: `choose` gives each tensor's selection (or `_SKIP`);
+    `rules` the rule of each (`_ranks.plan_rank`)."""
     if max_over_read is not None and not max_over_read >= 0:
         raise ValueError(f"max_over_read must be 0 or more or None, not {max_over_read!r}")
     if gap is not None and operator.index(gap) < 0:
         raise ValueError(f"gap must be 0 or more, not {gap!r}")
     if max_requests is not None and operator.index(max_requests) < 1:
         raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
-    options = Options.given("plan_reads", transport)
     part_size, max_workers = options.part_size, options.max_workers
-    files = files_of(source, **transport)
-    choose = _chooser(select, files)
     tensors: list[PlannedTensor] = []
     requests: list[tuple[str | None, int, int, int, int]] = []
     for name, file in files:
@@ -345,7 +393,10 @@ def plan_reads(
             if selection is _SKIP:
                 continue
             ranges, shape = _ranges(info, selection)
-            planned.append(PlannedTensor(info.name, name, info.dtype, shape, ranges))
+            rule = None if rules is None else rules.get(info.name)
+            planned.append(
+                PlannedTensor(info.name, name, info.dtype, shape, ranges, selection, rule)
+            )
             blocks += blocks_of(ranges)
         tensors += planned
         blocks.sort()
@@ -362,40 +413,6 @@ def plan_reads(
             )
         requests += [(name, start, length, stride, count) for start, length, stride, count in made]
     return ReadPlan(tuple(tensors), Requests(requests), tuple(files))
-
-
-def split_tensors(
-    rank: int,
-    world: int,
-    *,
-    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
-    default_axis: int | None = 0,
-) -> Callable[[TensorInfo], Split | None]:
-    """A `plan_reads` selection: rank `rank` of `world`'s part of every tensor.
-
-    Args:
-        axes: Glob pattern of tensor names -> the axis to split along, or ``None`` to read the
-            whole tensor on every rank; the first pattern that matches wins. The default,
-            `TENSOR_PARALLEL`, is Megatron's layout for Llama-, GPT-NeoX- and BERT-like names.
-        default_axis: For names no pattern matches (``None``: whole).
-
-    A tensor with no such axis (a scalar, a bias split along axis 1) is read whole.
-    """
-    rules = list(axes.items())
-    parts = {
-        axis: Split(rank, world, axis)
-        for axis in {default_axis, *axes.values()}
-        if axis is not None
-    }
-
-    def choose(info: TensorInfo) -> Split | None:
-        axis = next(
-            (axis for pattern, axis in rules if fnmatch.fnmatchcase(info.name, pattern)),
-            default_axis,
-        )
-        return None if axis is None else parts[axis]
-
-    return choose
 
 
 def _chooser(
@@ -450,12 +467,52 @@ def _ranges(
         if split is not None:
             return split
         key: object = selection.key(info.shape)
+    elif isinstance(selection, Parts):
+        return _parts_ranges(info, selection)
     else:
         key = selection
     if key is None:
         return (((info.start, info.nbytes),) if info.nbytes else ()), info.shape
     ranges, shape = selected(info, key)
     return tuple(ranges), shape
+
+
+def _parts_ranges(
+    info: TensorInfo, parts: Parts
+) -> tuple[Sequence[tuple[int, int]], tuple[int, ...]]:
+    """A fused tensor's pieces of a rank, joined along their axis: a run a piece for each
+    index of the axes before it (touching runs joined)."""
+    shape, axis = info.shape, parts.axis
+    if axis >= len(shape):
+        return _ranges(info, None)
+    size = shape[axis]
+    if sum(length for length, _ in parts.parts) != size:
+        raise ValueError(
+            f"{info.name!r}: parts {[length for length, _ in parts.parts]} do not add up to "
+            f"its size {size:,} along axis {axis} (shape {list(shape)})"
+        )
+    bits = DTYPE_BITS[info.dtype]
+    row = math.prod(shape[axis + 1 :]) * bits
+    if row % 8:
+        raise ValueError(
+            f"{info.name!r}: a {info.dtype} tensor's parts along axis {axis} do not fall on "
+            "byte boundaries"
+        )
+    row //= 8
+    pieces = parts.pieces()
+    result = (*shape[:axis], sum(stop - start for start, stop in pieces), *shape[axis + 1 :])
+    ranges: list[tuple[int, int]] = []
+    for outer in range(math.prod(shape[:axis])):
+        base = info.start + outer * size * row
+        for start, stop in pieces:
+            offset, length = base + start * row, (stop - start) * row
+            if not length:
+                continue
+            if ranges and ranges[-1][0] + ranges[-1][1] == offset:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1] + length)
+            else:
+                ranges.append((offset, length))
+    return tuple(ranges), result
 
 
 def _split_ranges(

@@ -53,7 +53,17 @@ MEMBERS = [
         "_extras",
     ],
     ["_sources", "_replace"],
-    ["_fetch", "_checkpoint", "_plan", "_runs", "_hashes", "_writer", "_describe", "_verify"],
+    [
+        "_fetch",
+        "_checkpoint",
+        "_plan",
+        "_ranks",
+        "_runs",
+        "_hashes",
+        "_writer",
+        "_describe",
+        "_verify",
+    ],
     [
         "numpy",
         "torch",
