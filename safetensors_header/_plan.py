@@ -269,6 +269,19 @@ class ReadPlan:
             f"{sum(runs):,} runs of bytes asked; {strided:,} tensors in more than one run "
             "(a split along a later axis: a run per row)",
         ]
+        shared = [tensor for tensor in self.tensors if tensor.rule is not None]
+        if shared:  # a rank's share (`plan_rank`): what is split, and how
+            axes: dict[int, int] = {}
+            for tensor in shared:
+                if tensor.axis is not None:
+                    axes[tensor.axis] = axes.get(tensor.axis, 0) + 1
+            fused = sum(1 for tensor in shared if isinstance(tensor.selection, Parts))
+            said = [f"{count:,} split along axis {axis}" for axis, count in sorted(axes.items())]
+            whole = len(shared) - sum(axes.values())
+            lines.append(
+                f"a rank's share: {', '.join(said) or 'none split'}"
+                f"{f' ({fused:,} part by part)' if fused else ''}, {whole:,} whole on every rank"
+            )
         for name in list(counts)[:_SHOWN_FILES]:
             shown = "the file" if name is None else name
             lines.append(f"  {shown}: {counts[name]:,} requests, {read[name]:,} bytes")

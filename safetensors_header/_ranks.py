@@ -109,7 +109,6 @@ def plan_rank(
         (config, axes, strict),
         (gap, max_over_read, max_requests),
         transport,
-        stacklevel=4,
     )
 
 
@@ -147,7 +146,7 @@ def rank_plan(  # noqa: PLR0917 - plan_rank's arguments
             if not share.known:
                 unknown.append(info)
     if unknown:
-        _unknown(unknown, rules.architecture, world, strict, stacklevel)
+        _unknown(unknown, shares, rules.architecture, world, strict, stacklevel)
     return planned(
         files,
         lambda info: _selection(rank, world, shares[info.name]),
@@ -176,14 +175,20 @@ def _selection(rank: int, world: int, share: Share) -> Split | Parts | None:
     return Split(rank, world, share.axis)
 
 
-def _unknown(
-    tensors: list[TensorInfo], architecture: str, world: int, strict: bool, stacklevel: int
+def _unknown(  # noqa: PLR0917 - rank_plan's findings
+    tensors: list[TensorInfo],
+    shares: Mapping[str, Share],
+    architecture: str,
+    world: int,
+    strict: bool,
+    stacklevel: int,
 ) -> None:
     """Refuse (`strict`) or warn of the tensors no rule decides, with what they cost."""
     names = [info.name for info in tensors]
-    shown_names = ", ".join(names[:_SHOWN_NAMES]) + (
-        f" (and {len(names) - _SHOWN_NAMES:,} more)" if len(names) > _SHOWN_NAMES else ""
-    )
+    shown_names = "; ".join(
+        name if shares[name].rule == "no rule: whole" else f"{name} ({shares[name].rule})"
+        for name in names[:_SHOWN_NAMES]
+    ) + (f" (and {len(names) - _SHOWN_NAMES:,} more)" if len(names) > _SHOWN_NAMES else "")
     if strict:
         raise HeaderError(
             "NoSplitRule",
@@ -202,5 +207,5 @@ def _unknown(
         f"of the {world} ranks: {cost:,} bytes a rank ({shown_names}). Name them in axes= "
         "to split them, or pass strict=True to refuse them",
         UserWarning,
-        stacklevel=stacklevel,
+        stacklevel=stacklevel + 1,  # this function's frame too
     )
