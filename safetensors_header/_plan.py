@@ -24,13 +24,14 @@ import operator
 from collections.abc import Mapping, Sequence
 
 from ._checkpoint import files_of
-from ._fetch import SafetensorsFile, read_planned
+from ._fetch import SafetensorsFile
 from ._format import DTYPE_BITS
 from ._geometry import selected
 from ._record import frozen_record, set_fields
-from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, shown
+from ._runs import Requests, Runs, blocks_of, crowded, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
-from ._sources.planning import allocate, with_segments
+from ._sources.planning import allocate
+from ._staging import STAGE_BELOW, STAGE_PART, execute
 
 __all__ = ["Parts", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "planned"]
 
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
 
     from ._header import TensorInfo
     from ._runs import Block
-    from ._sources.planning import Read
+    from ._sources.planning import Segment
     from ._sources.transport import Transport
+    from ._staging import Strided
 
     #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
     Selection: TypeAlias = object
@@ -53,9 +55,6 @@ if TYPE_CHECKING:
 _SKIP: Final = object()  # a callable's answer for a tensor not read
 
 _SHOWN_FILES: Final = 8  # files a plan's summary lists
-# A request whose runs average less than this is read into a staging buffer, then copied.
-_STAGE_BELOW: Final = 64 << 10
-_STAGED_AT_ONCE: Final = 16  # staged requests in flight (each at most part_size bytes)
 
 
 @frozen_record()
@@ -302,22 +301,31 @@ class ReadPlan:
         """
         clock = Clock(timeout)
         buffers = {tensor.name: allocate(tensor.nbytes) for tensor in self.tensors}
-        per_file: dict[str | None, list[tuple[int, memoryview]]] = {}
+        per_file: dict[str | None, tuple[list[Segment], list[Strided]]] = {}
         for tensor in self.tensors:
             target, at = buffers[tensor.name], 0
-            segments = per_file.setdefault(tensor.file, [])
-            for offset, length in tensor.ranges:
+            segments, strided = per_file.setdefault(tensor.file, ([], []))
+            ranges = tensor.ranges
+            if isinstance(ranges, Runs) and ranges.number > 1:
+                strided.append((ranges, target))  # its rows copied at once, never one by one
+                continue
+            for offset, length in ranges:
                 segments.append((offset, target[at : at + length]))
                 at += length
         files = dict(self.files)
         jobs = [
-            (files[name], with_segments(self.requests.spans(name), sorted(segments, key=_first)))
-            for name, segments in per_file.items()
+            (
+                files[name],
+                self.requests.spans(name),
+                sorted(segments, key=_first),
+                sorted(strided, key=_first_run),
+            )
+            for name, (segments, strided) in per_file.items()
         ]
         from ._sources.threads import run_parallel
 
         workers = len(jobs) if max_workers is None else max(1, min(max_workers, len(jobs)))
-        run_parallel(lambda job: _execute(job[0], job[1], clock), jobs, workers)
+        run_parallel(lambda job: execute(*job, clock), jobs, workers)
         return buffers
 
     def __repr__(self) -> str:
@@ -415,7 +423,9 @@ def planned(  # noqa: PLR0917 - plan_reads' arguments
         blocks.sort()
         joinable = file.gap if gap is None else gap
         spans = joined_blocks(blocks, joinable, max_over_read, max_requests, name)
-        made = request_blocks(spans, part_size, max_workers)
+        # A span of many small runs is read through a staging buffer: at most STAGE_PART.
+        small = crowded(spans, blocks, STAGE_BELOW)
+        made = request_blocks(spans, part_size, max_workers, small, STAGE_PART)
         count = sum(block[3] for block in made)
         if max_requests is not None and count > max_requests:
             longest = max(block[1] for block in made)
@@ -554,36 +564,9 @@ def _split_ranges(
     return Runs(start, length, size * row, outer), result
 
 
-def _execute(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
-    """Make a file's requests. One with many small runs (a split along a later axis, a run
-    per row) is read whole into a staging buffer and its runs copied out: a memory copy of
-    those bytes costs far less than a socket read (or a system call) per run."""
-    direct = []
-    staged = []
-    for read in reads:
-        segments = read[2]
-        if len(segments) > 1 and sum(len(view) for _, view in segments) < _STAGE_BELOW * len(
-            segments
-        ):
-            staged.append(read)
-        else:
-            direct.append(read)
-    read_planned(file, direct, clock)
-    for batch in range(0, len(staged), _STAGED_AT_ONCE):  # bounded memory: a batch at a time
-        group = staged[batch : batch + _STAGED_AT_ONCE]
-        stages = [allocate(stop - start) for start, stop, _ in group]
-        read_planned(
-            file,
-            [
-                (start, stop, [(start, stage)])
-                for (start, stop, _), stage in zip(group, stages, strict=True)
-            ],
-            clock,
-        )
-        for (start, _, segments), stage in zip(group, stages, strict=True):
-            for offset, view in segments:
-                view[:] = stage[offset - start : offset - start + len(view)]
-
-
 def _first(segment: tuple[int, memoryview]) -> int:
     return segment[0]
+
+
+def _first_run(part: Strided) -> int:
+    return part[0].start

@@ -59,6 +59,7 @@ MEMBERS = [
         "_plan",
         "_ranks",
         "_runs",
+        "_staging",
         "_hashes",
         "_writer",
         "_describe",
