@@ -35,7 +35,8 @@ from bench_load import INDEX, http_server, make_checkpoint
 
 _CHILD = """
 import sys, time
-kind, how, url, rank, world = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+kind, how, url = sys.argv[1:4]
+rank, world = int(sys.argv[4]), int(sys.argv[5])
 
 def status(field):
     with open("/proc/self/status") as lines:

@@ -59,22 +59,23 @@ def execute(
     starts = [runs.start for runs, _ in strided]
     direct: list[Read] = []
     staged: list[tuple[Read, list[tuple[int, int, int, Strided]]]] = []
-    for start, stop, inside in reads:
+    for start, stop, planned in reads:
         rows, pieces = _rows_inside(strided, starts, start, stop)
+        inside = planned + pieces  # (a row cut by a part's end: at most two a tensor)
         count = len(inside) + sum(last - first + 1 for _, first, last, _ in rows)
         asked = sum(len(view) for _, view in inside) + sum(
             (last - first + 1) * part[0].length for _, first, last, part in rows
         )
         if count > 1 and asked < STAGE_BELOW * count:
-            staged.append(((start, stop, inside), rows))
+            staged.append(((start, stop, sorted(inside, key=_first)), rows))
         else:  # a run or a few long ones: straight into their buffers
             for _, first, last, (runs, target) in rows:
                 length, stride = runs.length, runs.stride
-                pieces += [
+                inside += [
                     (runs.start + row * stride, target[row * length : (row + 1) * length])
                     for row in range(first, last + 1)
                 ]
-            direct.append((start, stop, sorted([*inside, *pieces], key=_first)))
+            direct.append((start, stop, sorted(inside, key=_first)))
     read_planned(file, direct, clock)
     if not staged:
         return
