@@ -636,3 +636,54 @@ def test_a_ranks_share_over_http_reads_the_config_beside_it(tmp_path: Path, site
     local = load_rank(folder, 1, 4)
     assert share.keys() == local.keys()
     assert all(np.array_equal(share[name], local[name]) for name in local)
+
+
+def test_gpt2_names_without_a_config_go_by_the_shapes_of_conv1d(tmp_path: Path) -> None:
+    """Without a config, c_fc and c_proj are GPT-2's Conv1D only where shaped [in, out]; a
+    Linear of those names (StarCoder's) is no rule, not split along its wrong axis."""
+    arrays, _ = _gpt2_model()
+    folder = _write(tmp_path / "gpt2", arrays, None)
+    with pytest.warns(UserWarning, match="c_attn") as caught:
+        plan = plan_rank(folder, 1, 2)
+    by_name = {tensor.name: tensor for tensor in plan.tensors}
+    assert by_name["transformer.h.0.mlp.c_fc.weight"].axis == 1
+    assert by_name["transformer.h.0.mlp.c_proj.weight"].axis == 0
+    assert by_name["transformer.h.0.attn.c_attn.weight"].axis is None  # its heads: no config
+    assert "c_fc" not in str(caught[0].message)
+    linear = {
+        "transformer.h.0.mlp.c_fc.weight": _random((96, 24)),
+        "transformer.h.0.mlp.c_proj.weight": _random((24, 96)),
+    }
+    folder = _write(tmp_path / "bigcode", linear, None)
+    with pytest.warns(UserWarning, match="2 tensors") as caught:
+        plan = plan_rank(folder, 1, 2)
+    assert all(tensor.axis is None for tensor in plan.tensors)
+    assert "a Linear's shape, not GPT-2's Conv1D" in str(caught[0].message)
+    # With a config of another model, GPT-2's names are no rule at all.
+    folder = _write(tmp_path / "other", linear, {"model_type": "gpt_bigcode", "n_head": 4})
+    with pytest.raises(HeaderError, match="gpt_bigcode"):
+        plan_rank(folder, 0, 2, strict=True)
+
+
+def test_a_multimodal_configs_heads_are_its_text_models(tmp_path: Path) -> None:
+    text = {"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads": 2}
+    config = {"model_type": "llava", "text_config": text, "vision_config": {"num_heads": 12}}
+    arrays = {
+        "language_model.model.layers.0.self_attn.q_proj.weight": _random((32, 32)),
+        "language_model.model.layers.0.self_attn.k_proj.weight": _random((8, 32)),
+        "language_model.model.layers.0.mlp.up_proj.weight": _random((40, 32)),
+        "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight": _random((48, 48)),
+        "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight": _random((96, 48)),
+    }
+    folder = _write(tmp_path, arrays, config)
+    with pytest.warns(UserWarning, match="1 tensor ") as caught:
+        plan = plan_rank(folder, 1, 2)
+    assert "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj" in str(caught[0].message)
+    axes = {tensor.name: tensor.axis for tensor in plan.tensors}
+    assert axes == {
+        "language_model.model.layers.0.self_attn.q_proj.weight": 0,
+        "language_model.model.layers.0.self_attn.k_proj.weight": 0,
+        "language_model.model.layers.0.mlp.up_proj.weight": 0,
+        "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight": None,
+        "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight": 0,
+    }

@@ -113,6 +113,11 @@ _RULES: Final = tuple(
 # GPT-2's Conv1D layers ([in, out]); only GPT-2 (or a model named so, without a config).
 _CONV1D: Final = re.compile(_P + r"(c_attn|c_proj|c_fc)\.")
 _CONV1D_TYPES: Final = frozenset({"gpt2"})
+# The kinds cut at head boundaries, and the towers (a vision or audio encoder beside a text
+# model) whose heads a multimodal config's top-level counts are not.
+_HEADED: Final = frozenset({"q", "kv", "o", "qkv", "qkv_heads", "heads_last"})
+_TOWER: Final = re.compile(r"(?:^|\.)(vision|visual|image|audio|speech)[^.]*\.")
+_TOWER_CONFIGS: Final = ("vision_config", "audio_config", "text_config")
 # A LoRA adapter's part of a name: PEFT's (lora_A.weight, lora_embedding_A...), kohya's.
 _LORA: Final = re.compile(
     r"\.(lora_a|lora_b|lora_down|lora_up|lora_embedding_a|lora_embedding_b|"
@@ -206,7 +211,16 @@ class TensorParallel:
             ``None``: names alone decide, and q/k/v, whose heads are unknown, are whole.
     """
 
-    __slots__ = ("architecture", "conv1d", "heads", "kv_heads", "model_type", "world")
+    __slots__ = (
+        "architecture",
+        "configured",
+        "conv1d",
+        "heads",
+        "kv_heads",
+        "model_type",
+        "towers",
+        "world",
+    )
 
     def __init__(self, world: int, config: Mapping[str, Any] | None = None) -> None:
         self.world = world
@@ -227,8 +241,12 @@ class TensorParallel:
         self.heads = _count(text, "num_attention_heads", "n_head", "num_heads")
         kv = _count(text, "num_key_value_heads", "n_head_kv", "num_kv_heads")
         self.kv_heads = kv if kv else self.heads
-        # Conv1D layers: GPT-2's, or (without a config) names that only GPT-2 uses.
+        # Conv1D layers: GPT-2's, or (without a config) names that only GPT-2 uses, where
+        # the shape says [in, out] (`_conv1d_shaped`: a Linear's would be [out, in]).
+        self.configured = bool(config)
         self.conv1d = self.model_type in _CONV1D_TYPES or not config
+        # A multimodal config's head counts are its text model's, not its towers'.
+        self.towers = any(isinstance((config or {}).get(key), dict) for key in _TOWER_CONFIGS)
 
     def share(self, name: str, shape: tuple[int, ...]) -> Share:
         """How the tensor `name` of `shape` is shared: see the module's docstring."""
@@ -250,6 +268,8 @@ class TensorParallel:
             fused is not None and self.model_type is not None and self.model_type not in fused
         ):
             return Share(None, (), f"no rule for {self.architecture}: whole", known=False)
+        if kind in _HEADED and self.towers and _TOWER.search(lowered):
+            return Share(None, (), "no rule: a tower's heads are not the config's: whole", False)
         side = _SIDES[kind]
         bias = lowered.endswith(".bias")
         if role is not None:
@@ -264,6 +284,8 @@ class TensorParallel:
             return self._split(kind, 0, shape)
         if kind == "heads_last":
             return self._split(kind, 1, shape)
+        if conv1d and not self.configured and not _conv1d_shaped(lowered, shape):
+            return Share(None, (), "no rule: a Linear's shape, not GPT-2's Conv1D: whole", False)
         out, into = (1, 0) if conv1d else (0, 1)
         return self._split(kind, out if side == "out" else into, shape)
 
@@ -343,6 +365,17 @@ _LABELS: Final[Mapping[str, str]] = {
     "gate_up": "column-parallel fused gate/up, split per part",
     "heads_last": "relative attention bias by heads",
 }
+
+
+def _conv1d_shaped(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether a GPT-2-named weight is shaped as GPT-2's Conv1D stores it, ``[in, out]``:
+    its MLP's c_fc and its fused c_attn widen (out > in), its MLP's c_proj narrows; a square
+    attention c_proj cannot tell."""
+    if ".c_fc." in name or name.startswith("c_fc.") or "c_attn." in name:
+        return shape[1] > shape[0]
+    if "mlp.c_proj." in name:
+        return shape[0] > shape[1]
+    return False
 
 
 def _count(config: Mapping[str, Any], *keys: str) -> int:
