@@ -131,12 +131,14 @@ def rank_plan(  # noqa: PLR0917 - plan_rank's arguments
     config, axes, strict = how
     Split(rank, world)
     files = files_of(source, **transport)
+    notes: list[str] = []  # why no config was read, where none was
     if config is None:
         from ._describe import config_of
 
         shards = {name or "": file for name, file in files}
-        config = config_of(source, shards, [], **transport)
+        config = config_of(source, shards, notes, **transport)
     rules = TensorParallel(world, config)
+    said = rules.architecture if config or not notes else f"{rules.architecture}: {notes[-1]}"
     own = list((axes or {}).items())
     shares: dict[str, Share] = {}
     unknown: list[TensorInfo] = []
@@ -146,7 +148,7 @@ def rank_plan(  # noqa: PLR0917 - plan_rank's arguments
             if not share.known:
                 unknown.append(info)
     if unknown:
-        _unknown(unknown, shares, rules.architecture, world, strict, stacklevel)
+        _unknown(unknown, shares, said, world, strict, stacklevel)
     return planned(
         files,
         lambda info: _selection(rank, world, shares[info.name]),

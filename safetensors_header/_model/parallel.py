@@ -113,6 +113,8 @@ _RULES: Final = tuple(
 # GPT-2's Conv1D layers ([in, out]); only GPT-2 (or a model named so, without a config).
 _CONV1D: Final = re.compile(_P + r"(c_attn|c_proj|c_fc)\.")
 _CONV1D_TYPES: Final = frozenset({"gpt2"})
+# A number between dots: a layer's or an expert's index (never part of a rule's name).
+_INDEXES: Final = re.compile(r"\.\d+(?=\.)")
 # The kinds cut at head boundaries, and the towers (a vision or audio encoder beside a text
 # model) whose heads a multimodal config's top-level counts are not.
 _HEADED: Final = frozenset({"q", "kv", "o", "qkv", "qkv_heads", "heads_last"})
@@ -212,6 +214,7 @@ class TensorParallel:
     """
 
     __slots__ = (
+        "_found",
         "architecture",
         "configured",
         "conv1d",
@@ -224,6 +227,7 @@ class TensorParallel:
 
     def __init__(self, world: int, config: Mapping[str, Any] | None = None) -> None:
         self.world = world
+        self._found: dict[tuple[str, tuple[int, ...]], Share] = {}
         text = config or {}
         nested = text.get("text_config")
         if isinstance(nested, dict) and not _count(text, "num_attention_heads", "n_head"):
@@ -250,6 +254,14 @@ class TensorParallel:
 
     def share(self, name: str, shape: tuple[int, ...]) -> Share:
         """How the tensor `name` of `shape` is shared: see the module's docstring."""
+        # Layers and experts differ only in their numbers: one rule each, found once.
+        key = (_INDEXES.sub(".#", name), shape)
+        share = self._found.get(key)
+        if share is None:
+            share = self._found[key] = self._share(name, shape)
+        return share
+
+    def _share(self, name: str, shape: tuple[int, ...]) -> Share:
         lowered = name.lower()
         role = None
         lora = _LORA.search(lowered)
