@@ -129,6 +129,63 @@ def _minilm() -> tuple[dict[str, Any], dict[str, Any]]:
     return arrays, config
 
 
+def _roberta(rank: Layout, name: str, array: Any) -> Any:
+    if name.startswith("lm_head."):  # RobertaLMHead: dense and layer_norm, then the vocabulary
+        if name.startswith(("lm_head.dense.", "lm_head.layer_norm.")):
+            return rank.whole(array)
+        return rank.split(array, 0)
+    return _bert(rank, name.removeprefix("roberta."), array)
+
+
+def _roberta_mlm() -> tuple[dict[str, Any], dict[str, Any]]:
+    arrays, config = _minilm()
+    arrays = {f"roberta.{name}": array for name, array in arrays.items()}
+    arrays["lm_head.dense.weight"] = _random((24, 24))
+    arrays["lm_head.layer_norm.weight"] = _random((24,))
+    arrays["lm_head.decoder.weight"] = _random((30, 24))
+    arrays["lm_head.bias"] = _random((30,))
+    return arrays, {**config, "model_type": "roberta"}
+
+
+def _distilbert(rank: Layout, name: str, array: Any) -> Any:
+    heads = 4
+    if "layer_norm" in name or "LayerNorm" in name or "position" in name:
+        return rank.whole(array)
+    if name.endswith("word_embeddings.weight"):
+        return rank.split(array, 0)
+    if ".q_lin." in name or ".k_lin." in name or ".v_lin." in name:
+        return rank.heads(array, 0, heads)
+    if name.endswith("out_lin.weight"):
+        return rank.heads(array, 1, heads)
+    if ".lin1." in name:
+        return rank.split(array, 0)
+    if name.endswith("lin2.weight"):
+        return rank.split(array, 1)
+    if name.endswith(("out_lin.bias", "lin2.bias")):
+        return rank.whole(array)
+    raise AssertionError(name)
+
+
+def _distilbert_model() -> tuple[dict[str, Any], dict[str, Any]]:
+    hidden, inner = 24, 48
+    arrays: dict[str, Any] = {
+        "distilbert.embeddings.word_embeddings.weight": _random((30, hidden)),
+        "distilbert.embeddings.position_embeddings.weight": _random((16, hidden)),
+        "distilbert.embeddings.LayerNorm.weight": _random((hidden,)),
+    }
+    at = "distilbert.transformer.layer.0."
+    for part in ("q_lin", "k_lin", "v_lin", "out_lin"):
+        arrays[f"{at}attention.{part}.weight"] = _random((hidden, hidden))
+        arrays[f"{at}attention.{part}.bias"] = _random((hidden,))
+    arrays[f"{at}sa_layer_norm.weight"] = _random((hidden,))
+    arrays[f"{at}ffn.lin1.weight"] = _random((inner, hidden))
+    arrays[f"{at}ffn.lin1.bias"] = _random((inner,))
+    arrays[f"{at}ffn.lin2.weight"] = _random((hidden, inner))
+    arrays[f"{at}ffn.lin2.bias"] = _random((hidden,))
+    arrays[f"{at}output_layer_norm.weight"] = _random((hidden,))
+    return arrays, {"model_type": "distilbert", "dim": hidden, "n_heads": 4}
+
+
 def _gpt2(rank: Layout, name: str, array: Any) -> Any:
     heads, hidden = 4, 24
     if ".ln_" in name or name.endswith((".attn.bias", ".attn.masked_bias")) or ".wpe." in name:
@@ -412,6 +469,8 @@ def _lora_adapter() -> tuple[dict[str, Any], dict[str, Any]]:
 
 MODELS: dict[str, tuple[Callable[[], tuple[dict[str, Any], dict[str, Any]]], Expect]] = {
     "minilm-bert": (_minilm, _bert),
+    "roberta-mlm": (_roberta_mlm, _roberta),
+    "distilbert": (_distilbert_model, _distilbert),
     "gpt2": (_gpt2_model, _gpt2),
     "gpt-neox": (_neox_model, _neox),
     "llama-gqa": (lambda: _decoder("llama", 8, 2, 4), _llama_like(8, 2)),

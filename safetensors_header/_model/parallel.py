@@ -80,10 +80,11 @@ _RULES: Final = tuple(
         (_P + r"(position_embeddings|token_type_embeddings|wpe)\.weight$", _WHOLE, "replicated"),
         (_P + r"pooler\.", _WHOLE, "replicated (pooler)"),
         (_P + r"cls\.(predictions\.transform|seq_relationship)\.", _WHOLE, "replicated (head)"),
+        (_P + r"lm_head\.dense\.", _WHOLE, "replicated (head)"),
         (_P + r"(classifier|score|qa_outputs)\.", _WHOLE, "replicated (classifier)"),
         # Vocabulary.
         (_P + r"(embed_tokens|word_embeddings|wte|embed_in|shared)\.weight$", "vocab", ""),
-        (_P + r"(lm_head|embed_out)\.(weight|bias)$", "head", ""),
+        (_P + r"(lm_head|embed_out)\.(decoder\.)?(weight|bias)$", "head", ""),
         (_P + r"cls\.predictions\.(decoder\.)?(weight|bias)$", "head", ""),
         (_P + r"relative_attention_bias\.weight$", "heads_last", ""),
         # Fused projections.
@@ -242,7 +243,7 @@ class TensorParallel:
             if config is None or not config
             else f"names only (model_type {self.model_type!r} has no rules of its own)"
         )
-        self.heads = _count(text, "num_attention_heads", "n_head", "num_heads")
+        self.heads = _count(text, "num_attention_heads", "n_head", "n_heads", "num_heads")
         kv = _count(text, "num_key_value_heads", "n_head_kv", "num_kv_heads")
         self.kv_heads = kv if kv else self.heads
         # Conv1D layers: GPT-2's, or (without a config) names that only GPT-2 uses, where
