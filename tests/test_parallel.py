@@ -746,3 +746,55 @@ def test_a_multimodal_configs_heads_are_its_text_models(tmp_path: Path) -> None:
         "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight": None,
         "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("model_type", "names"),
+    [
+        (  # OPT: its own model_type, Llama-like names, learned positions
+            "opt",
+            {
+                "model.decoder.embed_tokens.weight": ((30, 16), 0),
+                "model.decoder.embed_positions.weight": ((18, 16), None),
+                "model.decoder.layers.0.self_attn.q_proj.weight": ((16, 16), 0),
+                "model.decoder.layers.0.self_attn.q_proj.bias": ((16,), 0),
+                "model.decoder.layers.0.self_attn.out_proj.weight": ((16, 16), 1),
+                "model.decoder.layers.0.self_attn.out_proj.bias": ((16,), None),
+                "model.decoder.layers.0.self_attn_layer_norm.weight": ((16,), None),
+                "model.decoder.layers.0.fc1.weight": ((40, 16), 0),
+                "model.decoder.layers.0.fc2.weight": ((16, 40), 1),
+                "model.decoder.layers.0.fc2.bias": ((16,), None),
+            },
+        ),
+        (  # Phi-2: the attention's output is self_attn.dense, the LM head has a bias
+            "phi",
+            {
+                "model.layers.0.self_attn.k_proj.weight": ((16, 16), 0),
+                "model.layers.0.self_attn.dense.weight": ((16, 16), 1),
+                "model.layers.0.self_attn.dense.bias": ((16,), None),
+                "model.final_layernorm.weight": ((16,), None),
+                "lm_head.weight": ((30, 16), 0),
+                "lm_head.bias": ((30,), 0),
+            },
+        ),
+        (  # DeepSeek-V3's router and its bias
+            "deepseek_v3",
+            {
+                "model.layers.3.mlp.gate.weight": ((8, 16), None),
+                "model.layers.3.mlp.gate.e_score_correction_bias": ((8,), None),
+                "model.layers.3.mlp.experts.0.down_proj.weight": ((16, 24), 1),
+            },
+        ),
+    ],
+)
+def test_models_without_rules_of_their_own_go_by_their_names(
+    tmp_path: Path, model_type: str, names: dict[str, tuple[tuple[int, ...], int | None]]
+) -> None:
+    arrays = {name: _random(shape) for name, (shape, _) in names.items()}
+    folder = _write(tmp_path, arrays, {"model_type": model_type, "num_attention_heads": 4})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = plan_rank(folder, 1, 2)
+    assert {tensor.name: tensor.axis for tensor in plan.tensors} == {
+        name: axis for name, (_, axis) in names.items()
+    }

@@ -73,11 +73,15 @@ _RULES: Final = tuple(
         (_P + r"([^.]*norm[^.]*|ln(_[^.]*)?)\.", _WHOLE, "norm"),
         # MoE routers: every rank routes every token.
         (_P + r"block_sparse_moe\.gate\.weight$", _WHOLE, "MoE router"),
-        (_P + r"mlp\.gate\.(weight|bias)$", _WHOLE, "MoE router"),
+        (_P + r"mlp\.gate\.[^.]+$", _WHOLE, "MoE router"),
         (_P + r"shared_expert_gate\.weight$", _WHOLE, "MoE shared expert's gate"),
         (_P + r"router\.", _WHOLE, "MoE router"),
         # Small layers Megatron keeps whole on every rank.
-        (_P + r"(position_embeddings|token_type_embeddings|wpe)\.weight$", _WHOLE, "replicated"),
+        (
+            _P + r"(position_embeddings|token_type_embeddings|wpe|embed_positions)\.weight$",
+            _WHOLE,
+            "replicated",
+        ),
         (_P + r"pooler\.", _WHOLE, "replicated (pooler)"),
         (_P + r"cls\.(predictions\.transform|seq_relationship)\.", _WHOLE, "replicated (head)"),
         (_P + r"lm_head\.dense\.", _WHOLE, "replicated (head)"),
@@ -96,7 +100,7 @@ _RULES: Final = tuple(
         (_P + r"(k_proj|v_proj|key|value|k|v|k_lin|v_lin)\.(weight|bias)$", "kv", ""),
         (_P + r"(o_proj|o|out_lin|out_proj)\.(weight|bias)$", "o", ""),
         (_P + r"attention\.output\.dense\.(weight|bias)$", "o", ""),
-        (_P + r"(self_)?attention\.dense\.(weight|bias)$", "o", ""),
+        (_P + r"(self_)?(attention|attn)\.dense\.(weight|bias)$", "o", ""),
         (_P + r"attn\.c_proj\.(weight|bias)$", "o", ""),
         # MLP (and each expert's).
         (_P + r"(down_proj|dense_4h_to_h|fc2|w2|wo|lin2)\.(weight|bias)$", "row", ""),
