@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import re
 
-from .._record import frozen_record, set_fields
-
 __all__ = ["Share", "TensorParallel"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -173,22 +171,22 @@ _ARCHITECTURES: Final = {
 }
 
 
-@frozen_record()
 class Share:
-    """How one tensor is shared among the ranks of a tensor-parallel job.
+    """How one tensor is shared among the ranks of a tensor-parallel job (immutable; the
+    rules' answer, private: a plan says it as `PlannedTensor.selection` and ``rule``).
 
     Attributes:
         axis: The axis it is split along; ``None``: whole on every rank.
         parts: For a fused tensor split part by part, the parts along `axis`:
             ``(size, split)`` pairs, in order (a part not split is whole on every rank);
             ``()`` for a tensor split as one.
-        rule: What the rule is, for people: ``"column-parallel"``, ``"row-parallel bias:
-            whole"``, ``"norm: whole"``, ``"no rule: whole"``...
+        rule: What the rule is, for people: ``"column-parallel, axis 0"``, ``"row-parallel
+            bias: whole ..."``, ``"norm: whole"``, ``"no rule: whole"``...
         known: False when no rule decided (an unknown name, or heads no config gives):
             the tensor is whole, and a caller warns or refuses.
     """
 
-    __slots__ = ("axis", "parts", "rule", "known")  # noqa: RUF023 - the fields, in order
+    __slots__ = ("axis", "known", "parts", "rule")
 
     axis: int | None
     parts: tuple[tuple[int, bool], ...]
@@ -202,7 +200,24 @@ class Share:
         rule: str = "",
         known: bool = True,
     ) -> None:
-        set_fields(self, Share, (axis, tuple(parts), rule, known))
+        for field, value in (("axis", axis), ("parts", parts), ("rule", rule), ("known", known)):
+            object.__setattr__(self, field, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Share is immutable: cannot assign to {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Share):
+            return NotImplemented
+        return (self.axis, self.parts, self.rule, self.known) == (
+            other.axis,
+            other.parts,
+            other.rule,
+            other.known,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.axis, self.parts, self.rule, self.known))
 
     def __repr__(self) -> str:
         where = "whole" if self.axis is None else f"axis {self.axis}"
