@@ -27,6 +27,7 @@ from safetensors_header import (  # noqa: E402
     plan_rank,
     plan_reads,
     split_tensors,
+    write_file,
 )
 from safetensors_header.numpy import load_plan, load_rank  # noqa: E402
 
@@ -798,3 +799,45 @@ def test_models_without_rules_of_their_own_go_by_their_names(
     assert {tensor.name: tensor.axis for tensor in plan.tensors} == {
         name: axis for name, (_, axis) in names.items()
     }
+
+
+def test_odd_shapes_are_no_rule_and_lora_magnitudes_follow_their_layer(tmp_path: Path) -> None:
+    _, config = _decoder("llama", 8, 2, 4)
+    arrays = {
+        "model.layers.0.mlp.gate_up_proj.weight": _random((41, 32)),  # no two halves
+        "model.layers.0.mlp.up_proj.weight": _random((4, 40, 32)),  # a stack: no rule
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector": _random((32,)),
+        "base_model.model.model.layers.0.self_attn.o_proj.lora_magnitude_vector": _random((32,)),
+    }
+    folder = _write(tmp_path, arrays, config)
+    with pytest.warns(UserWarning, match="2 tensors") as caught:
+        plan = plan_rank(folder, 1, 2)
+    message = str(caught[0].message)
+    assert "41 is no two parts" in message
+    assert "no rule for a 3-d column tensor" in message
+    by_name = {tensor.name: tensor for tensor in plan.tensors}
+    magnitude = by_name["base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector"]
+    assert (magnitude.axis, magnitude.shape) == (0, (16,))
+    assert magnitude.rule == "DoRA magnitude of a column-parallel q at head boundaries, axis 0"
+    output = by_name["base_model.model.model.layers.0.self_attn.o_proj.lora_magnitude_vector"]
+    assert output.axis is None  # a row-parallel layer's output features are whole
+
+
+def test_parts_that_do_not_fit_their_tensor_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.safetensors"
+    write_file(
+        path,
+        {
+            "w": _random((5, 4)),
+            "packed": ("F4", (4, 3), bytes(6)),  # 12 bits a row: no byte boundary
+            "flat": _random((6,)),
+        },
+    )
+    with pytest.raises(ValueError, match=r"parts \[3, 3\] do not add up to its size 5"):
+        plan_reads(path, {"w": Parts(0, 2, 0, ((3, True), (3, True)))})
+    with pytest.raises(ValueError, match="do not fall on byte boundaries"):
+        plan_reads(path, {"packed": Parts(0, 2, 0, ((2, True), (2, True)))})
+    flat = plan_reads(path, {"flat": Parts(1, 2, 1, ((3, True), (3, True)))})
+    assert flat.tensors[0].shape == (6,)  # no axis 1: whole
+    assert flat.tensors[0].axis is None
+    assert repr(Parts(1, 2, 0, ((2, True),))) == "Parts(1, 2, axis=0, parts=((2, True),))"

@@ -115,3 +115,13 @@ def test_the_strided_copy_without_numpy(tmp_path: Path, library: str) -> None:
     else:
         assert found["torch"]
     assert found["shares"] == _expected_shares()
+
+
+def test_staged_requests_beyond_the_buffer_are_read_a_batch_at_a_time(tmp_path: Path) -> None:
+    """32 MiB of rows joined: eight staged requests, read in batches through one buffer."""
+    path = tmp_path / "big.safetensors"
+    big = np.arange(8192 * 1024, dtype=np.float32).reshape(8192, 1024)
+    write_file(path, {"big": big})
+    plan = plan_reads(path, {"big": Split(5, 8, axis=1)}, gap=1 << 20)
+    assert len(plan.requests) >= 8
+    assert np.array_equal(load_plan(plan)["big"], big[:, 640:768])
