@@ -287,6 +287,36 @@ def _neox_model() -> tuple[dict[str, Any], dict[str, Any]]:
     return arrays, {"model_type": "gpt_neox", "hidden_size": hidden, "num_attention_heads": 4}
 
 
+def _bloom(rank: Layout, name: str, array: Any) -> Any:
+    if "layernorm" in name or name.startswith("ln_f."):
+        return rank.whole(array)
+    if name == "word_embeddings.weight":
+        return rank.split(array, 0)
+    # BLOOM's fused QKV is laid out as GPT-NeoX's: each head's q, k and v together.
+    return _neox(rank, name.replace("self_attention", "attention"), array)
+
+
+def _bloom_model() -> tuple[dict[str, Any], dict[str, Any]]:
+    hidden = 24
+    arrays: dict[str, Any] = {
+        "word_embeddings.weight": _random((30, hidden)),
+        "word_embeddings_layernorm.weight": _random((hidden,)),
+        "ln_f.bias": _random((hidden,)),
+    }
+    at = "h.0."
+    arrays[f"{at}input_layernorm.weight"] = _random((hidden,))
+    arrays[f"{at}self_attention.query_key_value.weight"] = _random((3 * hidden, hidden))
+    arrays[f"{at}self_attention.query_key_value.bias"] = _random((3 * hidden,))
+    arrays[f"{at}self_attention.dense.weight"] = _random((hidden, hidden))
+    arrays[f"{at}self_attention.dense.bias"] = _random((hidden,))
+    arrays[f"{at}post_attention_layernorm.weight"] = _random((hidden,))
+    arrays[f"{at}mlp.dense_h_to_4h.weight"] = _random((4 * hidden, hidden))
+    arrays[f"{at}mlp.dense_h_to_4h.bias"] = _random((4 * hidden,))
+    arrays[f"{at}mlp.dense_4h_to_h.weight"] = _random((hidden, 4 * hidden))
+    arrays[f"{at}mlp.dense_4h_to_h.bias"] = _random((hidden,))
+    return arrays, {"model_type": "bloom", "hidden_size": hidden, "n_head": 4}
+
+
 def _llama_like(heads: int, kv: int) -> Expect:
     def expect(rank: Layout, name: str, array: Any) -> Any:
         if "norm" in name or "inv_freq" in name:
@@ -474,6 +504,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[dict[str, Any], dict[str, Any]]], Exp
     "distilbert": (_distilbert_model, _distilbert),
     "gpt2": (_gpt2_model, _gpt2),
     "gpt-neox": (_neox_model, _neox),
+    "bloom": (_bloom_model, _bloom),
     "llama-gqa": (lambda: _decoder("llama", 8, 2, 4), _llama_like(8, 2)),
     "mistral": (lambda: _decoder("mistral", 4, 1, 8), _llama_like(4, 1)),
     "qwen2-bias": (lambda: _decoder("qwen2", 4, 2, 8, bias=True), _llama_like(4, 2)),
