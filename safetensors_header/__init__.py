@@ -12,12 +12,13 @@ Rust core of the ``safetensors`` package. `HeaderError` is the only exception ra
 input, `RemoteError` the one for network failures.
 """
 
+from ._core.fileformat import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
+from ._core.header import DtypeTotal, Header, TensorInfo, TensorTable
+from ._core.parse import parse_header
+from ._core.records import publish
 from ._errors import KINDS, HeaderError, RemoteError
-from ._format import DTYPE_BITS, DTYPES, MAX_HEADER_SIZE, Dtype, bytes_needed
-from ._header import DtypeTotal, FileIdentity, Header, TensorInfo, TensorTable
-from ._parser import parse_header
-from ._record import publish
 from ._sources import Source, read_header
+from ._sources.identity import FileIdentity
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 # The public classes say where users find them (help(), reprs, pickles by reference); the
-# records (`_record.frozen_record`) and the lazily loaded classes say it themselves.
+# records (`_core.records.frozen_record`) and the lazily loaded classes say it themselves.
 for _public in (Dtype, HeaderError, RemoteError, TensorTable):
     publish(_public)
 del _public

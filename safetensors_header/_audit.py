@@ -9,10 +9,16 @@ from collections import Counter
 from types import MappingProxyType
 from typing import Final
 
-from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, TENSOR_FIELDS
-from ._header import Header
-from ._parser import JsonObject, decode_pairs, parse_header
-from ._record import frozen_record, set_fields
+from ._core.fileformat import (
+    DTYPE_BITS,
+    HEADER_LENGTH_SIZE,
+    MAX_HEADER_SIZE,
+    METADATA_KEY,
+    TENSOR_FIELDS,
+)
+from ._core.header import Header
+from ._core.parse import JsonObject, decode_pairs, parse_header
+from ._core.records import frozen_record, set_fields
 
 __all__ = ["FINDING_KINDS", "Finding", "audit_header"]
 

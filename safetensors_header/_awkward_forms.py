@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from ._core.header import Header, TensorInfo
     from ._fetch import SafetensorsFile
-    from ._header import Header, TensorInfo
 
     #: The tensor name of a buffer: of its form node and its attribute.
     GetKey: TypeAlias = Callable[[Any, str], str]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any, Final, TypeAlias
 
     from ._awkward_forms import GetKey
-    from ._header import Header
+    from ._core.header import Header
 
     #: A ``buffer_key`` as awkward takes it: a template of ``{form_key}`` and ``{attribute}``,
     #: or a function of the keywords ``form_key``, ``attribute`` and ``form``.

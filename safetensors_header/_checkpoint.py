@@ -10,7 +10,6 @@ reference checks an index against its shards; this module does.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
@@ -18,11 +17,12 @@ from itertools import chain, repeat
 from operator import eq
 from types import MappingProxyType
 
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
+from ._core.records import frozen_record, set_fields
+from ._core.rules import json_document
 from ._errors import HeaderError, RemoteError
 from ._fetch import SafetensorsFile
-from ._format import MAX_HEADER_SIZE
-from ._header import DtypeTotal, Header, TensorInfo, TensorTable, by_dtype
-from ._record import frozen_record, set_fields
 from ._sources import is_checkpoint, open_source
 from ._sources.base import header_of
 from ._sources.local import INDEX_NAMES, SINGLE_NAMES, directory_entry, no_entry
@@ -340,8 +340,8 @@ def _single(file: RangeFile, header: Header) -> Checkpoint:
 
 def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str], list[str]]:
     try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        document = json_document(raw)
+    except ValueError as error:  # (UnicodeDecodeError too)
         _bad_index(where, f"not a JSON document ({error})")
     if type(document) is not dict:
         _bad_index(where, "expected a JSON object")

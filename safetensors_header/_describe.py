@@ -12,9 +12,10 @@ import stat
 from collections.abc import Mapping
 
 from ._checkpoint import Checkpoint, read_checkpoint
+from ._core.header import Header
+from ._core.rules import json_document
 from ._errors import RemoteError
 from ._fetch import SafetensorsFile, local_path, read_beside
-from ._header import Header
 from ._model import ModelInfo, describe
 
 __all__ = ["config_beside", "config_of", "describe_model"]
@@ -159,9 +160,11 @@ def config_beside(
         notes.append(f"{CONFIG_NAME} beside the weights is over {_MAX_CONFIG_SIZE:,} bytes")
         return None
     try:
-        document = json.loads(raw)
-    except ValueError:  # (UnicodeDecodeError too)
-        notes.append(f"{CONFIG_NAME} beside the weights is not JSON: not used")
+        document = json_document(raw)
+    except ValueError as error:  # (UnicodeDecodeError too)
+        plain = isinstance(error, (json.JSONDecodeError, UnicodeDecodeError))
+        why = "is not JSON" if plain else str(error).removeprefix("it ")
+        notes.append(f"{CONFIG_NAME} beside the weights {why}: not used")
         return None
     if not isinstance(document, dict):
         notes.append(f"{CONFIG_NAME} beside the weights is not a JSON object: not used")

@@ -22,12 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import index
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
 
+from ._core.fileformat import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
+from ._core.parse import parse_header
 from ._errors import HeaderError
-from ._format import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
-from ._parser import parse_header
 
 if TYPE_CHECKING:
-    from ._header import Header
+    from ._core.header import Header
 
 __all__ = [
     "NUMPY_KINDS",

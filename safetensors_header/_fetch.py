@@ -15,9 +15,9 @@ from __future__ import annotations
 import operator
 import os
 
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.records import publish
 from ._errors import HeaderError
-from ._format import MAX_HEADER_SIZE
-from ._record import publish
 from ._sources import backend_of, open_source
 from ._sources.base import header_of
 from ._sources.local import PathFile, header_at
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         weight_map: Mapping[str, str]
         shards: Mapping[str, SafetensorsFile]
 
-    from ._header import Header, TensorInfo
+    from ._core.header import Header, TensorInfo
     from ._sources import Source
     from ._sources.base import RangeFile
     from ._sources.planning import Read
@@ -258,8 +258,9 @@ def map_file(
     import mmap
 
     file = PathFile(path, Options())
-    if header is not None:
-        file.expect(header)
+    given = header
+    if given is not None:
+        file.expect(given)
     descriptor = file.open_checked()  # (checked against the header's identity)
     try:
         if not file.seekable:
@@ -273,6 +274,14 @@ def map_file(
         mapped = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) if size else None
     finally:
         os.close(descriptor)
+    if given is not None and file.needs_header_bytes(given):
+        # A header of a copy elsewhere: held to its bytes, as `open_file` holds it.
+        try:
+            file.check_header_bytes(given, b"" if mapped is None else mapped[: given.data_start])
+        except HeaderError:
+            if mapped is not None:
+                mapped.close()
+            raise
     return header, mapped
 
 
@@ -440,6 +449,7 @@ def _read(
 def read_planned(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
     """The requests of a read plan, as they are, into their segments (`_plan`)."""
     if reads:
+        file._range_file.check_again(clock)
         file._range_file.read_into(reads, clock)
 
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ._checkpoint import files_of
+from ._core.records import frozen_record, set_fields
 from ._fetch import map_file
-from ._record import frozen_record, set_fields
 from ._sources.options import Options
 from ._sources.threads import run_parallel
 
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
+    from ._core.header import TensorInfo
     from ._fetch import SafetensorsFile
-    from ._header import TensorInfo
     from ._sources.transport import Transport
 
     class Hasher(Protocol):
@@ -661,15 +661,14 @@ def _digest_size(algorithm: object) -> int:
     return size
 
 
+_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
+
+
 def _hex(text: object, size: int, algorithm: str, where: str) -> str:
     """`text` as a digest of `size` hex digits, in lower case; ValueError if it is none."""
-    if isinstance(text, str) and len(text) == size and text.isascii():
-        try:
-            bytes.fromhex(text)
-        except ValueError:
-            pass
-        else:
-            return text.lower()
+    # Hex digits only (bytes.fromhex would skip spaces and tabs), of the algorithm's length.
+    if isinstance(text, str) and len(text) == size and not text.strip(_HEX_DIGITS):
+        return text.lower()
     raise ValueError(f"{where}: a {algorithm} digest is {size} hex digits, not {_described(text)}")
 
 

@@ -24,13 +24,13 @@ import operator
 from collections.abc import Mapping, Sequence
 
 from ._checkpoint import files_of
+from ._core.fileformat import DTYPE_BITS
+from ._core.geometry import selected
+from ._core.records import frozen_record, set_fields
 from ._fetch import SafetensorsFile
-from ._format import DTYPE_BITS
-from ._geometry import selected
-from ._record import frozen_record, set_fields
 from ._runs import Requests, Runs, blocks_of, crowded, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
-from ._sources.planning import allocate
+from ._sources.planning import allocate, check_fits
 from ._staging import STAGE_BELOW, STAGE_PART, execute
 
 __all__ = ["Parts", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "planned"]
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from ._header import TensorInfo
+    from ._core.header import TensorInfo
     from ._runs import Block
     from ._sources.planning import Segment
     from ._sources.transport import Transport
@@ -300,6 +300,7 @@ class ReadPlan:
         call.
         """
         clock = Clock(timeout)
+        check_fits(sum(tensor.nbytes for tensor in self.tensors))  # (all of them, together)
         buffers = {tensor.name: allocate(tensor.nbytes) for tensor in self.tensors}
         per_file: dict[str | None, tuple[list[Segment], list[Strided]]] = {}
         for tensor in self.tensors:

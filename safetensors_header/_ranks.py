@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from ._header import TensorInfo
+    from ._core.header import TensorInfo
     from ._sources.transport import Transport
 
 _SHOWN_NAMES: Final = 5  # tensor names a warning or an error lists

@@ -24,9 +24,9 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO, Final
 
-from ._diagnose import TORN_PREFIX
+from ._core.diagnose import TORN_PREFIX
+from ._core.fileformat import HEADER_LENGTH_SIZE
 from ._errors import HeaderError
-from ._format import HEADER_LENGTH_SIZE
 from ._sources.local import mode_kind
 
 __all__ = [

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import re
 
+from ._core.records import frozen_record, set_fields
 from ._errors import HeaderError
-from ._record import frozen_record, set_fields
 from ._sources.hub import linked_sha256
+from ._sources.identity import identity_of
 from ._sources.options import Options
 
 __all__ = ["FileCheck", "published_sha256", "verify_files"]
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
+    from ._core.header import Header
     from ._fetch import SafetensorsFile
-    from ._header import Header
     from ._sources.transport import Transport
 
 # The Hub's cache: <cache>/<kind>s--<org>--<name>/snapshots/<revision>/<path in the repository>
@@ -93,7 +94,7 @@ def published_sha256(file: SafetensorsFile | Header, /) -> str | None:
     from ._fetch import SafetensorsFile
 
     header = file.header if isinstance(file, SafetensorsFile) else file
-    identity = header.identity
+    identity = identity_of(header)
     return None if identity is None else linked_sha256(identity.validators)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _replace
+from ._core.fileformat import HEADER_LENGTH_SIZE
 from ._encode import (
     buffer_error,
     checked_metadata,
@@ -25,13 +26,12 @@ from ._encode import (
     validated,
 )
 from ._errors import HeaderError
-from ._format import HEADER_LENGTH_SIZE
 from ._sources import backend_of, read_header
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, StrPath
 
-    from ._header import Header
+    from ._core.header import Header
 
 __all__ = ["file_bytes", "update_metadata", "write_file", "write_pieces"]
 

@@ -67,11 +67,11 @@ from ._awkward_forms import (
     walk_form,
 )
 from ._awkward_keys import DEFAULT_BUFFER_KEY, resolved_key
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.parse import parse_header
 from ._encode import NUMPY_KINDS, encode_header
 from ._errors import HeaderError
 from ._fetch import opened
-from ._format import MAX_HEADER_SIZE
-from ._parser import parse_header
 from ._sources import Source
 from ._sources.options import Options
 from ._writer import write_pieces
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._awkward_keys import BufferKey
-    from ._header import Header
+    from ._core.header import Header
     from ._sources.transport import Transport
 
     #: Where `to_safetensors` writes: a local path, an fsspec URL, a ``(store, path)`` pair or

@@ -34,8 +34,8 @@ except ModuleNotFoundError as error:
 
 import numpy as np  # (JAX's own dependency)
 
-from ._format import MAX_HEADER_SIZE
-from ._header import shown_shape
+from ._core.fileformat import MAX_HEADER_SIZE
+from ._core.header import shown_shape
 from ._ranks import rank_plan
 from .numpy import LazyTensor as NumpyTensor
 from .numpy import Tensors as NumpyTensors

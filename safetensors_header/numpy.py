@@ -27,10 +27,10 @@ try:
 except ModuleNotFoundError as error:
     raise missing(error, "numpy", "safetensors_header.numpy") from None
 
+from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
+from ._core.header import Header, TensorInfo, shown_shape
 from ._encode import dtype_name
 from ._fetch import SafetensorsFile, local_path, map_file, open_file, opened
-from ._format import DTYPES, MAX_HEADER_SIZE
-from ._header import Header, TensorInfo, shown_shape
 from ._plan import ReadPlan
 from ._ranks import rank_plan
 from ._sources import Source

@@ -31,12 +31,13 @@ try:
 except ModuleNotFoundError as error:
     raise missing(error, "torch", "safetensors_header.torch") from None
 
+from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
+from ._core.geometry import selected
+from ._core.header import Header, TensorInfo, shown_shape
 from ._fetch import SafetensorsFile, local_path, open_file
-from ._format import DTYPES, MAX_HEADER_SIZE
-from ._geometry import selected
-from ._header import Header, TensorInfo, shown_shape
 from ._plan import ReadPlan
 from ._ranks import rank_plan
+from ._sources.planning import check_fits
 from ._writer import file_bytes, write_file
 
 __all__ = ["LazyTensor", "Tensors", "load", "load_plan", "load_rank", "open_tensors"]
@@ -341,6 +342,7 @@ def _read_into(
 ) -> dict[str, torch.Tensor]:
     """The tensors read straight into `into`'s tensors, and the others into new ones."""
     tensors = {}
+    check_fits(sum(info.nbytes for info in chosen if info.name not in into))
     for info, (dtype, shape) in zip(chosen, forms, strict=True):
         given = into.get(info.name)
         if given is None:
@@ -501,6 +503,7 @@ class LazyTensor:
             shape = _shape(info.name, info.dtype, info.shape)
             info = TensorInfo(info.name, "U8", shape, info.start, info.end, info.data_start)
         ranges, shape = selected(info, key)  # checks the key before anything is read
+        check_fits(sum(length for _, length in ranges))
         tensor = torch.empty(shape, dtype=dtype)
         if ranges:
             memory, views, at = _memory(tensor), [], 0

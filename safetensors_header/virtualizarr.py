@@ -43,10 +43,10 @@ except ModuleNotFoundError as error:
     raise missing(error, "virtualizarr", "safetensors_header.virtualizarr") from None
 
 from ._checkpoint import Checkpoint, is_checkpoint, read_checkpoint
+from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
+from ._core.geometry import chunk_grid
+from ._core.header import Header, TensorInfo
 from ._fetch import beside
-from ._format import DTYPES, MAX_HEADER_SIZE
-from ._geometry import chunk_grid
-from ._header import Header, TensorInfo
 from ._sources import read_header
 from ._sources.hub import hub_url
 from ._sources.options import WORKERS

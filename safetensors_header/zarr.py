@@ -71,9 +71,9 @@ from collections.abc import Mapping
 from itertools import product
 
 from ._checkpoint import Checkpoint
+from ._core.fileformat import DTYPES
+from ._core.geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 from ._extras import missing
-from ._format import DTYPES
-from ._geometry import auto_chunk_shape, check_chunk_shape, chunk_grid
 
 __all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
 
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
     from typing import Any, Final, Literal, TypeAlias
 
-    from ._header import Header, TensorInfo
+    from ._core.header import Header, TensorInfo
 
     #: The ``chunks=`` option: one chunk, a target in bytes, or name -> chunk shape.
     Chunks: TypeAlias = int | Mapping[str, Sequence[int] | int] | None

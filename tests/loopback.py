@@ -84,6 +84,11 @@ class Site:
     # signed URL of the file's sha256, with X-Linked-Size, X-Linked-Etag and X-Xet-Hash.
     linked: dict[str, bytes] = field(default_factory=dict)
     cdn: Site | None = None
+    # Paths answered with a bare 302 to another URL (or path): no header names the file.
+    redirects: dict[str, str] = field(default_factory=dict)
+    # Request paths taken as a server normalises them (nginx): the escapes of unreserved
+    # characters decoded and dot-segments removed, so /./m and /%6d are the file m.
+    normalise: bool = False
     # As a CDN: every request must carry a signature that `linked` made, unexpired (else
     # 403): one lasts `life` seconds, and its expiry is in the query (Expires=, as
     # CloudFront's) unless `expiry_in_query` is False (the CDN alone knows it).
@@ -157,7 +162,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 site.finished += 1
 
     def _answer(self, site: Site, hit: Hit, fault: Fault | None) -> None:
-        path = self.path.split("?")[0].lstrip("/")
+        path = self.path.split("?")[0]
+        if site.normalise:  # as nginx does: every escape decoded, then dot-segments removed
+            import posixpath
+            from urllib.parse import unquote
+
+            path = posixpath.normpath(unquote(path))
+        path = path.lstrip("/")
         if site.gather and path.endswith(site.gather_suffix):
             with site.gathered:
                 site.in_flight += 1
@@ -197,6 +208,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path in site.hub_errors:
             status, code = site.hub_errors[path]
             return self._status(hit, status, {"X-Error-Code": code})
+        if path in site.redirects:
+            return self._redirect(hit, site.redirects[path])
         if path in site.linked and site.cdn is not None:
             return self._to_cdn(hit, site.linked[path], site.cdn)
         if path in site.endless:

@@ -98,7 +98,8 @@ def test_public_names() -> None:
 def test_import_pulls_in_no_optional_dependency() -> None:
     # The core and the stdlib-only consumer modules; numpy.py and virtualizarr.py are opt-in.
     code = (
-        "import sys, safetensors_header, safetensors_header.zarr, safetensors_header._geometry; "
+        "import sys, safetensors_header, safetensors_header.zarr, "
+        "safetensors_header._core.geometry; "
         "print(sorted(m for m in ('numpy', 'safetensors', 'zarr', 'fsspec', 'hypothesis', "
         "'virtualizarr', 'ml_dtypes', 'xarray', 'obstore', 'kerchunk') if m in sys.modules))"
     )
@@ -361,7 +362,7 @@ def test_adapters_are_submodules_imported_only_when_used() -> None:
             "safetensors_header._replace",
         }
     )
-    assert "safetensors_header._parser" in loaded  # the scan saw the package's modules
+    assert "safetensors_header._core.parse" in loaded  # the scan saw the package's modules
     for moved in ("to_kerchunk", "to_zarr_v3", "zarr_node_name", "FINDING_CODES"):
         assert not hasattr(safetensors_header, moved)
 

@@ -624,10 +624,24 @@ def test_eager_reads_every_buffer_in_one_request(jagged: Path, site: Site) -> No
 
 def test_header_given_is_not_read_again(jagged: Path, site: Site) -> None:
     site.files["m"] = jagged.read_bytes()
-    array = from_safetensors(site.url("m"), virtual=True, header=read_header(jagged))
+    header = read_header(site.url("m"))
+    site.done(1)
+    site.hits.clear()
+    array = from_safetensors(site.url("m"), virtual=True, header=header)
     assert site.hits == []
     assert array.name.to_list() == ["mu", None, "e"]
     assert len(site.done(3)) == 3  # name's index, offsets and characters
+
+
+def test_a_header_of_a_copy_elsewhere_is_held_to_its_bytes(jagged: Path, site: Site) -> None:
+    """A header read from a local copy: the URL's header bytes are read once and compared
+    (its validators are another file's), then only what the array asks for."""
+    site.files["m"] = jagged.read_bytes()
+    array = from_safetensors(site.url("m"), virtual=True, header=read_header(jagged))
+    assert len(site.done(1)) == 1
+    assert site.hits[0].range == f"bytes=0-{read_header(jagged).data_start - 1}"
+    assert array.name.to_list() == ["mu", None, "e"]
+    assert len(site.done(4)) == 4
 
 
 # --- sources and destinations --------------------------------------------------------------

@@ -86,6 +86,32 @@ def test_names_with_control_characters_stay_on_one_line(tmp_path: Path) -> None:
     assert any(line.startswith("a\\nb\\x00 ") for line in result.stdout.splitlines())
 
 
+def test_no_two_names_print_alike(tmp_path: Path) -> None:
+    """A name holding ESC and one holding a backslash, 'x', '1', 'b' (its escape spelled
+    out) print differently: the backslash is escaped too, in every command's rows; and
+    hash's lines read back (validate --hashes) to the names in the file."""
+    names = ["a\x1b", "a\\x1b", "a\\", "a\\\\", "a\n", "a\\n"]
+    tensors = {name: tensor("U8", [1], i, i + 1) for i, name in enumerate(names)}
+    path = tmp_path / "alike.safetensors"
+    path.write_bytes(build(tensors, len(names)))
+    printed = {"a\\x1b", "a\\\\x1b", "a\\\\", "a\\\\\\\\", "a\\n", "a\\\\n"}
+    for command, name_of in [
+        (["inspect"], lambda line: line.split()[0]),
+        (["inspect", "--tree"], lambda line: line.split()[0]),
+        (["hash"], lambda line: line.split("  ", 1)[1]),
+    ]:
+        result = run(*command, str(path))
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout
+        assert "\x00" not in result.stdout
+        shown = [name_of(line) for line in result.stdout.splitlines() if "a\\" in line]
+        assert sorted(shown) == sorted(printed), command
+    manifest = tmp_path / "alike.txt"
+    manifest.write_text(run("hash", str(path)).stdout)
+    result = run("validate", "--hashes", str(manifest), str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_metadata_with_long_values_is_cut(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

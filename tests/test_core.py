@@ -30,10 +30,10 @@ from safetensors_header import (
     HeaderError,
     TensorInfo,
     TensorTable,
-    _parser,
     read_header,
 )
-from safetensors_header._parser import canonical as canonical_reader
+from safetensors_header._core import canonical as canonical_reader
+from safetensors_header._core import parse as _parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CANONICAL = _parser.reader("canonical").read
@@ -502,7 +502,7 @@ def test_the_library_never_touches_the_collector() -> None:
             raise AssertionError("gc was switched")
         gc.disable = gc.enable = gc.freeze = fail
         from safetensors_header import parse_header
-        import safetensors_header._parser as p
+        import safetensors_header._core.parse as p
         body = {"__metadata__": {"a": "b"}}
         for i in range(2000):
             body[f"t{i}"] = {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]}
@@ -714,7 +714,7 @@ def test_import_loads_nothing_heavy_without_site() -> None:
         [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     loaded = set(out.split())
-    assert "safetensors_header._parser" in loaded
+    assert "safetensors_header._core.parse" in loaded
     assert not loaded & {
         "typing", "urllib", "urllib.parse", "threading", "random", "ipaddress", "argparse",
         "shutil", "numpy", "http", "email", "ssl", "socket", "concurrent",
@@ -742,7 +742,7 @@ def test_inspect_of_a_local_file_loads_no_network_module() -> None:
 
 
 def test_lookups_scan_the_names_until_the_index_pays() -> None:
-    from safetensors_header import _header
+    from safetensors_header._core import header as _header
 
     header = read_header(build(checkpoint(50), data_size(checkpoint(50))))
     table = header.tensors

@@ -136,6 +136,34 @@ def test_manifests_round_trip_and_are_checked() -> None:
             TensorHashes.from_manifest(bad)
     with pytest.raises(ValueError, match="tensors are an object"):
         TensorHashes.from_manifest({"algorithm": "sha256", "content": "0" * 64, "tensors": []})
+
+
+@pytest.mark.parametrize(
+    "digest",
+    [
+        " " * 64,
+        "\t" * 64,
+        "0" * 62 + "  ",
+        " 0" * 32,
+        "0" * 63 + "\n",
+        "\u0660" * 64,
+        "0x" + "0" * 62,
+    ],
+    ids=["spaces", "tabs", "trailing", "spaced", "newline", "arabic-digits", "prefixed"],
+)
+def test_a_digest_is_hex_digits_only(digest: str) -> None:
+    """bytes.fromhex skips whitespace: a digest of spaces would pass, and an intact tensor
+    would then be reported changed. A digest is the algorithm's count of hex digits."""
+    hashes = hash_tensors(FILE)
+    first = next(iter(hashes.tensors))
+    for document in (
+        {"algorithm": "sha256", "content": digest, "tensors": {}},
+        {**hashes.manifest(), "tensors": {**hashes.tensors, first: digest}},
+    ):
+        with pytest.raises(ValueError, match="a sha256 digest is 64 hex digits"):
+            TensorHashes.from_manifest(document)
+    upper = {**hashes.manifest(), "tensors": {first: hashes.tensors[first].upper()}}
+    assert TensorHashes.from_manifest(upper).tensors[first] == hashes.tensors[first]
     assert repr(hashes).startswith(f"<TensorHashes sha256, {len(hashes.tensors)} tensors")
 
 

@@ -103,9 +103,24 @@ def test_a_wait_longer_than_any_is_not_made(hub: Site) -> None:
 def test_waits_are_bounded_in_number(hub: Site) -> None:
     hub.failures = [(429, {"Retry-After": "0"})] * 20
     with pytest.raises(RemoteError, match="after the 8 waits a request may make"):
-        read_header("hf://org/repo/model.safetensors")
+        read_header("hf://org/repo/model.safetensors", timeout=120)
     assert len(_waits(hub)) == 8
     assert len(hub.hits) == 9
+
+
+@pytest.mark.parametrize("asked", ["0", "Thu, 01 Jan 1970 00:00:00 GMT"], ids=["0", "past"])
+def test_a_wait_asked_for_is_never_shorter_than_the_backoff(hub: Site, asked: str) -> None:
+    """Retry-After: 0, or a date that has passed: each wait is the backoff's (0.25 s,
+    doubled each time), never a request again at once."""
+    hub.failures = [(429, {"Retry-After": asked})] * 3
+    header = read_header("hf://org/repo/model.safetensors", timeout=60)
+    assert list(header.tensors) == ["w"]
+    assert _waits(hub) == [0.25, 0.5, 1.0]
+    # A wait asked for that is longer than the backoff is waited as asked.
+    hub.failures = [(429, {"Retry-After": "0"}), (429, {"Retry-After": "2"})]
+    _waits(hub).clear()
+    read_header("hf://org/repo/model.safetensors", timeout=60)
+    assert _waits(hub) == [0.25, 2.0]
 
 
 def test_the_cdn_rate_limit_in_the_middle_of_a_read(hub: Site) -> None:

@@ -48,6 +48,8 @@ SAME_HEADER = _file(fill=3)  # the same header, other bytes
 LONGER = _file(size=80)
 assert len(SAME_SIZE) == len(ORIGINAL) == len(SAME_HEADER) != len(LONGER)
 NEW_FILES = {"same size": SAME_SIZE, "another size": LONGER}
+#: What a local file's identity holds beside its size.
+LOCAL_VALIDATORS = {"device", "inode", "mtime_ns", "ctime_ns"}
 
 
 def _changed(call: Callable[[], object]) -> HeaderError:
@@ -80,7 +82,7 @@ def test_a_path(tmp_path: Path, how: str, new: str, reader: str) -> None:
     path.write_bytes(ORIGINAL)
     header = read_header(path)
     assert isinstance(header.identity, FileIdentity)
-    assert {name for name, _ in header.identity.validators} == {"device", "inode", "mtime_ns"}
+    assert {name for name, _ in header.identity.validators} == LOCAL_VALIDATORS
     if how == "renamed over":
         (tmp_path / "new").write_bytes(NEW_FILES[new])
         os.replace(tmp_path / "new", path)
@@ -114,11 +116,8 @@ def test_a_file_object_over_a_descriptor(tmp_path: Path, reader: str) -> None:
     path.write_bytes(ORIGINAL)
     with open(path, "rb") as stream:
         header = read_header(stream)
-        assert {name for name, _ in header.identity.validators} == {  # type: ignore[union-attr]
-            "device",
-            "inode",
-            "mtime_ns",
-        }
+        said = {name for name, _ in header.identity.validators}  # type: ignore[union-attr]
+        assert said == LOCAL_VALIDATORS
         stat = path.stat()
         path.write_bytes(SAME_HEADER)  # in place: the same inode, the same header's bytes
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
@@ -223,7 +222,7 @@ def test_a_store(store: str, new: str) -> None:
         put(NEW_FILES[new])
 
 
-def test_the_same_file_read_with_its_header_reads_and_a_copy_is_held_to_its_size(
+def test_the_same_file_read_with_its_header_reads_and_a_copy_is_held_to_its_size_and_header(
     tmp_path: Path, site: Site
 ) -> None:
     from safetensors_header.numpy import load
@@ -235,9 +234,14 @@ def test_the_same_file_read_with_its_header_reads_and_a_copy_is_held_to_its_size
     site.files["m"] = ORIGINAL
     before = len(site.hits)
     assert load(site.url("m"), header=header)["a"].tobytes() == bytes([1]) * 64
-    assert len(site.done(before + 1)) == before + 1  # a copy elsewhere: no header read again
+    # A copy elsewhere: its header's bytes read once and compared, then the data.
+    assert len(site.done(before + 2)) == before + 2
     site.files["m"] = LONGER
     with pytest.raises(HeaderError, match="its size is") as caught:
+        load(site.url("m"), header=header)
+    assert caught.value.kind == "FileChanged"
+    site.files["m"] = SAME_SIZE
+    with pytest.raises(HeaderError, match="header's bytes are not those") as caught:
         load(site.url("m"), header=header)
     assert caught.value.kind == "FileChanged"
 
@@ -266,7 +270,12 @@ def test_a_local_headers_identity_is_the_stat_of_its_read_whenever_asked(
     replacement.write_bytes(SAME_SIZE)
     os.replace(replacement, path)
     assert path.stat().st_ino != status.st_ino
-    said = (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
+    said = (
+        ("device", status.st_dev),
+        ("inode", status.st_ino),
+        ("mtime_ns", status.st_mtime_ns),
+        ("ctime_ns", status.st_ctime_ns),
+    )
     expected = FileIdentity(str(path), len(ORIGINAL), said)
     assert header.identity == expected
     assert header.identity is header.identity  # made once, then kept

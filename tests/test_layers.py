@@ -39,19 +39,7 @@ MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
-    [
-        "_errors",
-        "_diagnose",
-        "_format",
-        "_parser",
-        "_header",
-        "_geometry",
-        "_audit",
-        "_encode",
-        "_record",
-        "_model",
-        "_extras",
-    ],
+    ["_core", "_errors", "_audit", "_encode", "_model", "_extras"],
     ["_sources", "_replace"],
     [
         "_fetch",
@@ -158,6 +146,16 @@ def test_the_core_imports_nothing_of_the_io_modules() -> None:
         assert all(LAYERS[other] == 0 for other in GRAPH[module]), (module, GRAPH[module])
 
 
+def test_the_core_folder_imports_nothing_outside_itself() -> None:
+    """`_core` is the parser other readers vendor (docs/embedding.md): the standard library
+    and its own modules only (tests/test_vendoring.py runs a copy of it)."""
+    core = [module for module in MODULES if module.split(".")[0] == "_core"]
+    assert len(core) > 5
+    for module in core:
+        outside = {other for other in GRAPH[module] if other.split(".")[0] != "_core"}
+        assert not outside, f"{module} imports {sorted(outside)}: the core imports only itself"
+
+
 def test_no_circle() -> None:
     state: dict[str, int] = {}  # 1: being visited, 2: done
 
@@ -216,7 +214,7 @@ def test_importing_the_package_starts_no_http_store_or_thread_module() -> None:
 # a backend imports no other backend but the one it reads through (a Hub file is an HTTP
 # file; an fsspec file shares the stores' base and may read a signed URL over HTTP).
 SHARED = ["_sources.base", "_sources.planning", "_sources.threads", "_sources.urls"]
-SHARED += ["_sources.options", "_sources.transport", "_sources.hub"]
+SHARED += ["_sources.options", "_sources.transport", "_sources.hub", "_sources.identity"]
 BACKENDS = {
     "_sources.local": {"_sources.streams"},
     "_sources.streams": set(),

@@ -675,6 +675,8 @@ def test_the_config_beside_a_file_an_index_or_in_a_directory(tmp_path: Path) -> 
         (b"{not json", "is not JSON"),
         (b"\xff\xfe", "is not JSON"),
         (b"[1, 2]", "is not a JSON object"),
+        (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests deeper than 127 arrays"),
+        (b'{"a": ' + b'{"b": ' * 128 + b"1" + b"}" * 129, "nests deeper than 127 arrays"),
         ("dir", "is not a regular file"),
         ("fifo", "is not a regular file"),
     ],
@@ -693,6 +695,29 @@ def test_a_config_that_cannot_be_used_is_a_note(tmp_path: Path, content: object,
     info = describe_model(tmp_path)
     assert any(note in n for n in info.notes), info.notes
     assert info.inference is None
+
+
+def test_a_deeply_nested_config_is_a_note_from_any_depth_of_the_stack(tmp_path: Path) -> None:
+    """describe_model and inspect --tree beside a config.json of 100,000 nested arrays: a
+    note, no RecursionError, also when called from deep in the caller's stack."""
+    sparse(tmp_path / "model.safetensors", {"lm_head.weight": ("F32", [4, 4])})
+    (tmp_path / "config.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+
+    def deep(levels: int) -> Any:
+        return describe_model(tmp_path) if levels == 0 else deep(levels - 1)
+
+    info = deep(sys.getrecursionlimit() - 100)
+    assert any("nests deeper than 127" in note for note in info.notes), info.notes
+    result = subprocess.run(
+        [sys.executable, "-m", "safetensors_header", "inspect", "--tree", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "config.json beside the weights nests deeper than 127" in result.stdout
 
 
 def test_a_config_too_large_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import safetensors_header
-from safetensors_header._record import frozen_record, set_fields
+from safetensors_header._core.records import frozen_record, set_fields
 from safetensors_header._sources import open_source
 from safetensors_header._sources.options import Options
 from safetensors_header._sources.urls import beside as sibling

@@ -8,8 +8,9 @@ import pytest
 from helpers import build, tensor
 from test_rules import RULE_CASES, Rule
 
-from safetensors_header import HeaderError, _parser, parse_header, read_header
-from safetensors_header._parser import columns
+from safetensors_header import HeaderError, parse_header, read_header
+from safetensors_header._core import columns
+from safetensors_header._core import parse as _parser
 
 JSON_READER = _parser.reader("json").read
 

@@ -35,7 +35,7 @@ from helpers import (
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import safetensors_header._parser as parser_module
+import safetensors_header._core.parse as parser_module
 from safetensors_header import DTYPE_BITS, KINDS, Header, HeaderError, parse_header, read_header
 
 safetensors = pytest.importorskip("safetensors")

@@ -10,7 +10,7 @@ import pytest
 from helpers import build, run_child, tensor
 
 from safetensors_header import DTYPE_BITS, TensorInfo, parse_header
-from safetensors_header._geometry import byte_ranges
+from safetensors_header._core.geometry import byte_ranges
 
 np = pytest.importorskip("numpy")
 hypothesis = pytest.importorskip("hypothesis")

@@ -532,12 +532,22 @@ def test_a_header_already_read_is_not_read_again(site: Site) -> None:
     from safetensors_header.numpy import load, open_tensors
 
     site.files["m"] = FILE
-    arrays = load(site.url("m"), names=["bias"], header=HEADER)
+    header = read_header(site.url("m"))
+    site.done(1)
+    site.hits.clear()
+    site.finished = 0
+    arrays = load(site.url("m"), names=["bias"], header=header)
     assert np.array_equal(arrays["bias"], TENSORS["bias"])
     assert np.array_equal(
-        open_tensors(site.url("m"), header=HEADER)["embed"][3], TENSORS["embed"][3]
+        open_tensors(site.url("m"), header=header)["embed"][3], TENSORS["embed"][3]
     )
     assert len(site.done(2)) == 2  # one request each: no header read
+    # A header of a copy (bytes): the URL's header bytes read and compared, once a call.
+    arrays = load(site.url("m"), names=["bias"], header=HEADER)
+    assert np.array_equal(arrays["bias"], TENSORS["bias"])
+    hits = site.done(4)
+    assert len(hits) == 4
+    assert hits[2].range == f"bytes=0-{HEADER.data_start - 1}"
 
 
 NASTY = [

@@ -332,3 +332,33 @@ def test_the_virtualizarr_parser_on_s3_urls(s3: S3, store: Any) -> None:
     assert one["embed"].data.manifest.shape_chunk_grid == (8, 1)
     one = open_virtual_dataset(url, registry=registry, parser=chunked, loadable_variables=["embed"])
     assert np.array_equal(one["embed"].values, ONE["embed"])
+
+
+def test_a_pickle_of_an_s3fs_file_holds_no_signed_url_and_is_held_to_its_identity(
+    s3: S3, options: dict[str, Any]
+) -> None:
+    """s3fs signs URLs: the file is read through one, but a pickle of it holds neither the
+    URL nor its signature or credential id. Unpickled, it signs afresh, and its reads are
+    held to the identity pinned before (an object replaced meanwhile is FileChanged)."""
+    import pickle
+
+    client = boto3_client(s3.endpoint)
+    client.put_object(Bucket=BUCKET, Key="pickled.safetensors", Body=ONE_FILE)
+    file = open_file(f"s3://{BUCKET}/pickled.safetensors", storage_options=options)
+    first = bytes(file.read_tensor("embed"))
+    signed = file._range_file._signed  # type: ignore[attr-defined]
+    assert signed is not None
+    assert "Signature" in signed.url  # read through a signed URL
+    data = pickle.dumps(file)
+    # (the filesystem is pickled as fsspec pickles it, with the options it was made with)
+    for secret in (b"Signature", b"AWSAccessKeyId", b"X-Amz-Credential", signed.url.encode()):
+        assert secret not in data
+    again = pickle.loads(data)
+    assert bytes(again.read_tensor("embed")) == first  # signed afresh, the same object
+    assert again._range_file._signed is not None
+    assert pickle.loads(data).header == file.header
+    changed = ONE_FILE[: file.header.data_start] + bytes(len(ONE_FILE) - file.header.data_start)
+    client.put_object(Bucket=BUCKET, Key="pickled.safetensors", Body=changed)
+    with pytest.raises(HeaderError, match="changed between two reads") as caught:
+        pickle.loads(data).read_tensor("embed")
+    assert caught.value.kind == "FileChanged"

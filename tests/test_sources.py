@@ -132,8 +132,8 @@ def test_only_a_type_with_fspath_is_a_path() -> None:
 def test_file_start_agrees_with_parse_header(name: str, cut: int | None) -> None:
     """`parse_file_start` (a local file's first read) asks for more bytes than it was given,
     as `bytes_needed` would, until it gives parse_header's verdict on the whole file."""
-    from safetensors_header import _parser
-    from safetensors_header._format import MAX_HEADER_SIZE, bytes_needed
+    from safetensors_header._core import parse as _parser
+    from safetensors_header._core.fileformat import MAX_HEADER_SIZE, bytes_needed
 
     data = _STARTS[name]
     size = len(data)

@@ -27,7 +27,7 @@ from safetensors_header import (
     read_header,
     read_tensor,
 )
-from safetensors_header._parser import READERS, exact
+from safetensors_header._core.parse import READERS, exact
 
 THREADS = 16
 SMALLEST_SWITCH = 1e-6  # seconds; CPython takes this and switches at its own floor

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from .._header import TensorInfo, shown_shape
+from .._core.header import TensorInfo, shown_shape
 from .documents import totals
 from .output import (
     PROG,

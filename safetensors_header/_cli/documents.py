@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._header import TensorInfo, by_dtype
+from .._core.header import TensorInfo, by_dtype
 
 __all__ = ["finding_document", "tensor_document", "totals"]
 

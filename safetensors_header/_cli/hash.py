@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from .._core.rules import json_document
 from .._errors import HeaderError
 from .output import Output, Progress, shown_source
 from .reading import Failure, Read, failure_from, failure_of, read_source
@@ -50,7 +51,9 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
             out.json({"path": source, **hashes.manifest(), "error": None})
             continue
         algorithm, count = hashes.algorithm, len(hashes.tensors)
-        out.lines(f"{digest}  {name}" for name, digest in hashes.tensors.items())
+        # Names escaped as every row escapes them (`Output.shown`): `_plain_manifests` reads
+        # them back (`_unescaped`).
+        out.lines(f"{digest}  {out.shown(name)}" for name, digest in hashes.tensors.items())
         out.lines(
             f"{digest}  {_FILE_LINE.format(algorithm=algorithm, name=name)}"
             for name, digest in hashes.files.items()
@@ -110,13 +113,28 @@ def _json_manifests(text: str) -> list[object]:
     """The documents of `hash --json`'s output: one JSON object, or one a line."""
     try:
         try:
-            return [json.loads(text)]
+            return [json_document(text)]
         except json.JSONDecodeError:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
+            return [json_document(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as error:
         raise ValueError(f"{error}; {_HOW_TO_WRITE}") from None
-    except RecursionError:  # json's decoder nests as deep as the document does
+    except ValueError:  # nested deeper than json reads without recursing too deep
         raise ValueError("its JSON is nested too deeply to be a manifest") from None
+
+
+def _unescaped(name: str) -> str:
+    """A tensor's name as `Output.shown` printed it, back as it is in the file."""
+    if "\\" not in name:
+        return name
+    import re
+
+    def one(match: re.Match[str]) -> str:
+        escape = match[0]
+        if len(escape) == 2:
+            return {"\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t"}[escape]
+        return chr(int(escape[2:], 16))
+
+    return re.sub(r"\\(?:[\\nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", one, name)
 
 
 def _plain_manifests(text: str) -> list[object]:
@@ -161,7 +179,7 @@ def _plain_manifests(text: str) -> list[object]:
         elif fingerprint_of.fullmatch(rest) is not None:
             fingerprint = digest
         else:
-            tensors[rest] = digest
+            tensors[_unescaped(rest)] = digest
     if tensors or files or fingerprint is not None:
         raise ValueError(
             "it ends before the line that closes hash's output of a SOURCE "

@@ -9,7 +9,7 @@ import argparse
 import json
 from collections.abc import Callable, Iterable, Mapping
 
-from .._header import Header, TensorInfo, shown_shape
+from .._core.header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
 from .output import (
     PROG,

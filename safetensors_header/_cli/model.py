@@ -6,9 +6,9 @@ Layer: adapters (the command line).
 
 from __future__ import annotations
 
+from .._core.records import field_names
 from .._describe import config_of
 from .._model import ModelInfo, describe
-from .._record import field_names
 from .output import STDIN, Output, cut, human_bytes, human_count
 
 __all__ = ["describe_read", "model_document", "model_lines"]

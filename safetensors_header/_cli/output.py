@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from .._diagnose import cut, listed
+from .._core.diagnose import cut, listed
 
 __all__ = ["PROG", "STDIN", "Output", "columns", "count", "cut", "listed", "shown_source"]
 __all__ += ["natural_key", "shard_numbers"]
@@ -39,6 +39,9 @@ _UNKNOWN_WIDTH: Final = 80  # a terminal's width when neither it nor COLUMNS say
 # stay when the output can encode them; the rest (C0, DEL, C1, bidi controls, U+2028/2029,
 # lone surrogates...) are written as escapes.
 _NOT_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
+# What text escapes: the above, and the backslash that starts every escape (so that a name
+# holding ``\x1b`` as four characters never prints as one holding ESC does).
+_ESCAPED_IN_TEXT: Final = re.compile(r"[^\x20-\x5b\x5d-\x7e]")
 
 
 _LINES_PER_WRITE: Final = 1024  # lines written at a time
@@ -57,7 +60,8 @@ _SHARD_NAME: Final = re.compile(r"(.*-)0*([0-9]+)(-of-0*[0-9]+)(\..*)")
 _NARROWEST_PART: Final = 4  # a module's own name is cut to no fewer characters than this
 
 
-_SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}  # as repr() writes them
+# As repr() writes them.
+_SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
 class Output:
@@ -97,14 +101,24 @@ class Output:
         return True
 
     def shown(self, text: str) -> str:
-        """`text` with every character that is not printable, or not encodable, escaped."""
+        """A value from a file or a server (a name, a key), for a row: every character that
+        is not printable, or not encodable, escaped, and the backslash too, so that no two
+        values print alike (``a`` and ESC, ``a\\x1b``)."""
+        if text.isascii() and text.isprintable() and "\\" not in text:
+            return text  # the common case, checked in C
+        return _ESCAPED_IN_TEXT.sub(self._text_escape, text)
+
+    def safe(self, text: str) -> str:
+        """A line for the terminal: every character that is not printable, or not encodable,
+        escaped, and nothing else (what `shown` made of values, or a message whose values
+        its repr escaped, is left as it is)."""
         if text.isascii() and text.isprintable():
             return text  # the common case, checked in C
         return _NOT_PRINTABLE_ASCII.sub(self._text_escape, text)
 
     def _text_escape(self, match: re.Match[str]) -> str:
         char = match[0]
-        if char.isprintable() and self._encodes(char):
+        if char.isprintable() and char != "\\" and self._encodes(char):
             return char
         short = _SHORT_ESCAPES.get(char)
         if short is not None:
@@ -117,14 +131,14 @@ class Output:
         return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
     def line(self, text: str = "") -> None:
-        """Write `text`, escaped, and a newline."""
-        self.write(self.shown(text) + "\n")
+        """Write `text`, made `safe`, and a newline."""
+        self.write(self.safe(text) + "\n")
 
     def painted(self, *parts: tuple[str, str | None]) -> None:
         """Write a line of ``(text, style)`` parts, each escaped, a styled part in its colour
         where `color` is on (`STYLES`: "added", "removed", "changed", "diagnosis")."""
         shown = [
-            self.shown(text) if style is None or not self.color else _paint(self.shown(text), style)
+            self.safe(text) if style is None or not self.color else _paint(self.safe(text), style)
             for text, style in parts
         ]
         self.write("".join(shown) + "\n")
@@ -146,7 +160,7 @@ class Output:
             return
         text = "\n".join(texts) + "\n"
         if not (text.isascii() and text.replace("\n", " ").isprintable()):  # both in C
-            text = "".join(self.shown(line) + "\n" for line in texts)
+            text = "".join(self.safe(line) + "\n" for line in texts)
         self.write(text)
 
     def json(self, document: object) -> None:
@@ -206,11 +220,11 @@ class Output:
     def heading(self, source: str, facts: str) -> None:
         """``SOURCE: facts``; on a terminal too narrow for that, the source on a line of its
         own (cut in the middle if it must be) and the facts on the next."""
-        line = f"{self.shown(source)}: {facts}"
+        line = f"{self.safe(source)}: {facts}"
         if not self.tty or self.wide or len(line) <= self.width():
             return self.line(line)
         width = self.width()
-        self.line(_middle_cut(self.shown(source), max(width - 1, 12), self.ellipsis) + ":")
+        self.line(_middle_cut(self.safe(source), max(width - 1, 12), self.ellipsis) + ":")
         return self.line(f"  {facts}")
 
     def width(self) -> int:
@@ -261,7 +275,7 @@ class Progress:
             return
         self._last = now
         self._shown = True
-        self._err.write(f"\r{self._err.shown(text)}\x1b[K")
+        self._err.write(f"\r{self._err.safe(text)}\x1b[K")
 
     def __enter__(self) -> Progress:
         return self

@@ -11,8 +11,8 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
+from .._core.header import Header, TensorInfo
 from .._errors import HeaderError
-from .._header import Header, TensorInfo
 from .._sources import is_checkpoint, read_header
 from .output import PROG, STDIN, Output, shown_source
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from .._header import shown_shape
+from .._core.header import shown_shape
 from .output import PROG, columns, count, shown_source
 from .reading import Read, failure_of
 

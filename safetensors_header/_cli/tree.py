@@ -11,7 +11,7 @@ ones) breaks the run, so that what is shown once is what every block of the run 
 
 from __future__ import annotations
 
-from .._header import TensorInfo, shown_shape
+from .._core.header import TensorInfo, shown_shape
 from .output import Output, columns, human_bytes, human_count
 
 __all__ = ["Node", "tree_document", "tree_of", "tree_rows"]

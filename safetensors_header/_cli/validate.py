@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._diagnose import DIAGNOSIS
+from .._core.diagnose import DIAGNOSIS
 from .._errors import HeaderError
 from .documents import finding_document
 from .hash import hashes_of, load_manifests

@@ -17,7 +17,7 @@ keys or config entries it rests on. `describe` puts the pieces together:
 
 from __future__ import annotations
 
-from .._format import DTYPE_BITS
+from .._core.fileformat import DTYPE_BITS
 from .kinds import kind_of, lora_adapter, tied_weights
 from .memory import WIDTHS, inference_estimate
 from .records import (
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-    from .._header import Header
+    from .._core.header import Header
     from .records import Tensor
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Final
 
-    from .._header import Header
+    from .._core.header import Header
     from .records import Said, Tensor
 
 _SHOWN: Final = 3  # tensor names an evidence's text gives as examples

@@ -6,7 +6,7 @@ Layer: core (sans-IO).
 
 from __future__ import annotations
 
-from .._format import DTYPE_BITS
+from .._core.fileformat import DTYPE_BITS
 from .records import Inference
 from .schemes import positive, quantization_config
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .._record import frozen_record, set_fields
+from .._core.records import frozen_record, set_fields
 
 __all__ = ["Adapter", "DtypeParameters", "Evidence", "Inference", "ModelInfo", "Quantization"]
 __all__ += ["Said"]

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import json
 
-from .._format import DTYPE_BITS
+from .._core.fileformat import DTYPE_BITS
+from .._core.rules import json_document
 from .records import Quantization
 
 __all__ = ["positive", "quantization_config", "quantizations", "tensor_counts"]
@@ -340,8 +341,8 @@ def _weight_scheme(
 def _state_shape(raw: bytes) -> int | None:
     """The elements of the ``shape`` in a bitsandbytes quant state's JSON, or None."""
     try:
-        state = json.loads(bytes(raw))
-    except (ValueError, UnicodeDecodeError):
+        state = json_document(bytes(raw))
+    except ValueError:  # (UnicodeDecodeError too)
         return None
     shape = state.get("shape") if isinstance(state, dict) else None
     if not isinstance(shape, list) or not all(positive(size) or size == 0 for size in shape):

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 
-from .._format import MAX_HEADER_SIZE
-from .._parser import parse_header
+from .._core.fileformat import MAX_HEADER_SIZE
+from .._core.parse import parse_header
 from .base import RangeFile, header_of, read_from
 from .options import Options
 from .urls import is_url, url_scheme
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from .._header import Header
+    from .._core.header import Header
     from .transport import Transport
 
     class _Readable(Protocol):

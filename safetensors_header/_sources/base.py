@@ -6,12 +6,18 @@ and what is written once for every backend:
 
 * **the file's identity.** A backend only says what one reply or one ``stat`` told of the
   file (`RangeFile.identify`: its size, and its validators: an ETag and a Last-Modified date,
-  an object's version, a local file's device, inode and modification time). The first is
-  pinned; every later one is checked against it here, and so is the identity a header was
-  read with (`FileIdentity`, carried by the `Header`) when data is read with that header.
-  Any difference, a validator that appears or goes away included, is the one error of a
-  changed file (`changed`: `HeaderError` of kind ``FileChanged``): bytes of two different
-  files are never mixed;
+  an object's version, a local file's device, inode, modification and change times). The
+  first is pinned; every later one is checked against it here, and so is the identity a
+  header was read with (`FileIdentity`, carried by the `Header`) when data is read with that
+  header, at the moment the validators are first learned. Whether that header is of *this*
+  file is decided by what the file is, never by how it was spelled (`RangeFile.same_place`:
+  a local file's device and inode, or its resolved path; a URL in its normalised form); a
+  header of another location (a copy) is held to its size, the validators that name the
+  content wherever it is (the Hub's sha256), and its header's bytes, read again
+  (`RangeFile.confirm`). Any difference, a validator that appears or goes away included, is
+  the one error of a changed file (`changed`: `HeaderError` of kind ``FileChanged``): bytes
+  of two different files are never mixed. A source that has no validators at all has its
+  header's bytes read again and compared before its first data read (`RangeFile.recheck`);
 * **the header loop** (`header_of`): read, ask `bytes_needed`, read, parse;
 * **ranged reads** (`RangeFile.read_ranges`): ranges sorted, joined across gaps, each span
   read into one buffer, each range a view of it (the arithmetic is in `planning`).
@@ -21,10 +27,11 @@ from __future__ import annotations
 
 import _thread
 
+from .._core.fileformat import bytes_needed
+from .._core.header import set_identity
+from .._core.parse import parse_header
 from .._errors import HeaderError
-from .._format import bytes_needed
-from .._header import FileIdentity, defer_identity
-from .._parser import parse_header
+from .identity import identity_of, make_identity
 from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
 
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Final, TypeAlias
 
-    from .._header import Header
+    from .._core.header import Header
     from .options import Clock, Options
     from .planning import Read
 
@@ -47,6 +54,12 @@ if TYPE_CHECKING:
 # range past the end is then the error it is, not a buffer of its length made for nothing.
 _SETTLE_FROM: Final = 1 << 21
 _PIN: Final = _thread.allocate_lock()  # an identity is pinned once (threading costs an import)
+# One header's bytes compared again at a time (`RangeFile.check_again`): a thread that reads
+# data while another compares waits for the verdict. Only sources without validators take it.
+_RECHECK: Final = _thread.allocate_lock()
+#: Validators that name a file's content wherever it is kept (the Hub's sha256 and Xet
+#: hash): two locations that both give one are the same content only if they agree.
+CONTENT_VALIDATORS: Final = frozenset({"x-linked-etag", "x-xet-hash"})
 
 
 class Restart(Exception):
@@ -96,6 +109,9 @@ class RangeFile:
         # At least the bytes its header takes (8 + N), where something said so beforehand (a
         # checkpoint's index names the tensors of each shard): the first read asks no more.
         self.header_hint: int | None = None
+        # A header read from this file, which has no validators: its bytes are read again and
+        # compared before the first read of data (`check_again`).
+        self.recheck: Header | None = None
 
     @property
     def location(self) -> str:
@@ -123,11 +139,19 @@ class RangeFile:
         """The error for a source whose `candidates` all turned out missing."""
         return FileNotFoundError(f"{self.shown}: no such file")
 
-    def identify(self, size: int | None, validators: Validators | None) -> None:
+    def identify(
+        self, size: int | None, validators: Validators | None, *, nameless: bool = False
+    ) -> None:
         """What one reply or ``stat`` said of the file: pinned the first time, checked every
         later time. `size` None: not said (a stream, ``Content-Range: a-b/*``), learned
         later without a change; `validators` None: this reply says nothing of them (a 416).
-        A size or validator that differs, appears or goes away raises `changed`."""
+        A size or validator that differs, appears or goes away raises `changed`.
+
+        `nameless`: the ``stat`` of a file open by its descriptor that has no name left (it
+        was deleted or replaced while open): its change time moved for the unlinking, and
+        no path can reach it to rewrite it, so that difference alone is no change."""
+        if nameless and validators is not None:
+            validators = self._unlinking_aside(validators)
         with _PIN:
             if not self.identified:
                 if self.expected is not None:
@@ -141,9 +165,28 @@ class RangeFile:
                     raise changed(self.shown, _sizes(self.size, size))
             if validators is not None:
                 if self.validators is None:
+                    # Learned now (the first reply was a 416): held to a header's identity
+                    # now, as they would have been at the first reply.
+                    if self.expected is not None:
+                        self._against_expected(self.size, validators)
                     self.validators = validators
                 elif validators != self.validators:
                     raise changed(self.shown, _difference(self.validators, validators))
+
+    def _unlinking_aside(self, validators: Validators) -> Validators:
+        """`validators` with the change time pinned before (or expected), where they differ
+        from it in that alone (`identify`'s `nameless`)."""
+        before = self.validators
+        expected = None if self.expected is None else identity_of(self.expected)
+        if before is None and expected is not None:
+            before = expected.validators
+        if not before:
+            return validators
+        pinned = dict(before).get("ctime_ns")
+        if pinned is None:
+            return validators
+        kept = tuple((name, pinned if name == "ctime_ns" else value) for name, value in validators)
+        return kept if kept == before else validators
 
     def forget(self) -> None:
         """Forget the file's identity (its header is read again, from a new file)."""
@@ -155,32 +198,73 @@ class RangeFile:
         from (its identity; at least its size, where the header has none: `parse_header`'s)."""
         self.expected = header
 
+    def same_place(self, location: str) -> bool:
+        """Whether `location` (a `FileIdentity`'s) is where this file is, however either
+        was spelled. Backends whose locations have several spellings (a local path, a URL)
+        compare them in a normal form."""
+        return location == self.shown
+
     def confirm(self, header: Header, clock: Clock) -> None:
         """`expect` `header`, and where the file's validators cannot decide that it is the
-        file the header was read from (its source gave none: bytes, a file object of
-        memory, a server without ETag or Last-Modified), compare the header's bytes with
-        the file's now: one read of ``8 + N`` bytes. A header read from another location
-        (a copy of the file) is held to its size."""
+        file the header was read from, compare the header's bytes with the file's now: one
+        read of ``8 + N`` bytes. They cannot decide where the source gave none (bytes, a
+        file object of memory, a server without ETag or Last-Modified), or where the header
+        was read from another location (a copy: its validators are another file's)."""
         self.expect(header)
-        identity = header.identity
-        if identity is None or identity.location != self.shown or identity.header_digest is None:
-            return  # a header of another location (a copy), or of none: its size decides
-        if identity.validators:
-            return  # the first reply's validators decide
-        import zlib
+        if self.needs_header_bytes(header):
+            self.check_header_bytes(header, self.read(0, header.data_start, clock))
+            self.recheck = None
 
-        data = self.read(0, header.data_start, clock)
-        if len(data) < header.data_start or zlib.crc32(data) != identity.header_digest:
+    def needs_header_bytes(self, header: Header) -> bool:
+        """Whether `header` given for this file is held to its bytes (`confirm`): a header
+        with an identity, unless its validators are this very location's."""
+        identity = identity_of(header)
+        if identity is None:
+            return False  # `parse_header`'s: its size alone (docs/errors.md says so)
+        return not (identity.validators and self.same_place(identity.location))
+
+    def check_header_bytes(self, header: Header, data: bytes | memoryview) -> None:
+        """``FileChanged`` unless `data`, this file's first bytes, are those `header` was
+        parsed from: the same CRC-32 where its identity has one, else the same header when
+        parsed (a local header's identity keeps no digest: its validators decide there)."""
+        identity = identity_of(header)
+        where = "" if identity is None else f", read from {identity.location}"
+        differs = len(data) < header.data_start
+        if not differs and identity is not None and identity.header_digest is not None:
+            import zlib
+
+            differs = zlib.crc32(memoryview(data)[: header.data_start]) != identity.header_digest
+        elif not differs:
+            try:
+                again = parse_header(
+                    bytes(memoryview(data)[: header.data_start]), file_size=self.size
+                )
+            except HeaderError:
+                differs = True
+            else:
+                differs = again != header
+        if differs:
             raise changed(
-                self.shown,
-                f"its header's bytes are not those of the header given, read from "
-                f"{identity.location}",
+                self.shown, f"its header's bytes are not those of the header given{where}"
             )
+
+    def check_again(self, clock: Clock) -> None:
+        """Before the first read of data: a file whose source has no validators has its
+        header's bytes read again and compared with those its header was parsed from (a
+        file replaced by one with another header is then found; one with the same header
+        and other data cannot be told apart)."""
+        if self.recheck is None:
+            return
+        with _RECHECK:
+            header = self.recheck
+            if header is not None:
+                self.check_header_bytes(header, self.read(0, header.data_start, clock))
+                self.recheck = None
 
     def _against_expected(self, size: int | None, validators: Validators | None) -> None:
         header = self.expected
         assert header is not None
-        expected = header.identity
+        expected = identity_of(header)
         expected_size = header.file_size if expected is None else expected.size
         if expected_size is not None and size is not None and size != expected_size:
             raise changed(
@@ -188,13 +272,18 @@ class RangeFile:
                 f"its size is {size:,} bytes, but its header was read from a file of "
                 f"{expected_size:,}",
             )
-        if (
-            expected is not None
-            and validators is not None
-            and expected.location == self.shown
-            and validators != expected.validators
-        ):
-            raise changed(self.shown, _difference(expected.validators, validators))
+        if expected is None or validators is None:
+            return
+        if _same_file(expected.validators, validators) or self.same_place(expected.location):
+            if validators != expected.validators:
+                raise changed(self.shown, _difference(expected.validators, validators))
+            return
+        # A copy elsewhere: held to what names the content wherever it is (its header's
+        # bytes are compared by `confirm`).
+        said = dict(validators)
+        for name, value in expected.validators:
+            if name in CONTENT_VALIDATORS and name in said and said[name] != value:
+                raise changed(self.shown, _difference(expected.validators, validators))
 
     def quick_header(self, max_header_size: int) -> Header | None:
         """The header read the quickest way this backend has (a local file's: one open and
@@ -272,6 +361,7 @@ class RangeFile:
         """
         if gap is None:
             gap = self.default_gap if self.options.gap is None else self.options.gap
+        self.check_again(clock)
         self.prepare()
         if self.size is None and into is None and _total(ranges) >= _SETTLE_FROM:
             self.settle(clock)
@@ -358,6 +448,8 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     finally:
         file.release()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
+    if not file.validators and file.can_seek():
+        file.recheck = header  # nothing else would tell another file from this one
     return read_from(header, data, file.shown, file.size, file.validators or ())
 
 
@@ -373,8 +465,7 @@ def read_from(
     import zlib
 
     digest = zlib.crc32(memoryview(data)[: header.data_start])
-    # (made when first asked for: most headers are read for their tensors alone)
-    defer_identity(header, (FileIdentity, location, size, validators, digest))
+    set_identity(header, make_identity(location, size, validators, digest))
     return header
 
 
@@ -403,6 +494,15 @@ def changed(shown: str, what: str) -> HeaderError:
     )
 
 
+def _same_file(was: Validators, now: Validators) -> bool:
+    """Whether two local identities are of one file: the same device and inode (whatever
+    path reached it: a link, another spelling)."""
+    before, after = dict(was), dict(now)
+    return "inode" in before and all(
+        before.get(name) == after.get(name) for name in ("device", "inode")
+    )
+
+
 def _sizes(was: int, now: int) -> str:
     return f"its size was {was:,} bytes and is {now:,} now"
 
@@ -423,6 +523,8 @@ def _difference(was: Validators, now: Validators) -> str:
             continue
         if name == "mtime_ns":
             return "it was modified"
+        if name == "ctime_ns":
+            return "it was rewritten or its status changed (its change time differs)"
         if old is None:
             return f"it had no {name} and has {_quoted(new)} now"
         if new is None:

@@ -228,12 +228,23 @@ class FsspecFile(StoreBase):
         from fsspec import AbstractFileSystem
 
         url: object = None
-        if type(self.store).sign is not AbstractFileSystem.sign and not self.identified:
+        # A file identified through a signed URL (`signing`) signs again where it was
+        # unpickled (a pickle holds no signature); one identified through fsspec's own
+        # reads goes on with them (its validators are fsspec's, not the URL's).
+        if type(self.store).sign is not AbstractFileSystem.sign and (
+            not self.identified or self.signing
+        ):
             try:
                 url = self.store.sign(self.path, expiration=_SIGNED_FOR)
             except Exception:  # no credentials to sign with, or not for this filesystem
                 url = None
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+            if self.identified and self.signing:
+                raise RemoteError(
+                    f"could not sign a URL for {self.shown} again (its identity was read "
+                    "through a signed URL): the filesystem has no credentials here",
+                    url=self.shown,
+                )
             self.signing = False
             return None
         from .http_file import HttpFile
@@ -241,8 +252,19 @@ class FsspecFile(StoreBase):
         signed = HttpFile(url, self.options.replace(headers=None))
         signed.shown = self.shown  # (the signature is a credential: never shown)
         signed.expected = self.expected
+        if self.identified:  # signed again: held to the identity pinned before
+            signed.identified, signed.size, signed.validators = (
+                True,
+                self.size,
+                self.validators,
+            )
+            signed.ranged = True  # (an object store's signed URL honours Range)
         self._signed = signed
         return signed
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Never a signed URL (a credential, and it expires): signed again once unpickled.
+        return {**self.__dict__, "_signed": None}
 
     def _resigned(self, old: HttpFile) -> HttpFile:
         """A new signature for the same file, its identity kept (checked at every read)."""

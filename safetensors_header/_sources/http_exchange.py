@@ -248,9 +248,9 @@ class Exchange:
                 return attempt_once()
             except RateLimited as error:
                 if error.status == 429 or error.wait is not None:
-                    delay = error.wait
-                    if delay is None:
-                        delay = _BACKOFF * 2 ** len(waits)
+                    # As long as the server asks, and never shorter than the backoff would
+                    # be (a Retry-After of 0, or a date past, would ask again at once).
+                    delay = max(error.wait or 0.0, _BACKOFF * 2 ** len(waits))
                     why = self._no_wait(delay, len(waits))
                     if why is not None:
                         raise RateLimited(
@@ -352,6 +352,8 @@ class Exchange:
                         start, stop, segments, rest, ranged=ranged, header=header, again=True
                     )
                 raise self._status_error(error.code, location, error.headers) from None
+        # (what `_identify` asks: whether this reply answers the URL given, redirects and all)
+        response.resolving = resolving  # type: ignore[attr-defined]
         try:
             if resolving:
                 file.redirected(response.geturl())
@@ -549,6 +551,14 @@ class Exchange:
                     url=self.shown,
                 )
         elif self.file.linked:
+            if getattr(response, "resolving", False):
+                # The URL given asked again (a signed URL expired or was refused): a reply
+                # that no longer names the file by its sha256 is not known to be that file.
+                raise changed(
+                    self.where(),
+                    "it was pinned by the sha256 the Hub's X-Linked-Etag named, and the "
+                    "reply to its URL, asked again, names none",
+                )
             validators = None  # the server the redirect led to: its validators are its own
         else:
             etag = response.headers.get("ETag")

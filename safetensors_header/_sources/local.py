@@ -3,9 +3,9 @@
 Layer: sources. A path is read with ``os.preadv`` straight into the memory the bytes are
 returned in (no shared file position, so any number of threads may read one file; a long
 read is split over the machine's cores). Every read is identified by an ``os.fstat`` of the
-descriptor read (device, inode, size and modification time: `RangeFile.identify`), so a file
-rewritten or replaced between two reads is the one ``FileChanged`` error, never a mix of two
-files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
+descriptor read (device, inode, size, modification and change times: `RangeFile.identify`),
+so a file rewritten or replaced between two reads is the one ``FileChanged`` error, never a
+mix of two files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import functools
 import os
 import stat
 
+from .._core.header import set_identity
+from .._core.parse import parse_file_start, parse_header
 from .._errors import HeaderError
-from .._header import defer_identity, make_identity
-from .._parser import parse_file_start, parse_header
 from .base import RangeFile, ShortRead, header_of
+from .identity import make_identity
 from .options import LOCAL_GAP
 from .planning import cut
 from .streams import StreamFile, read_at_most, stat_validators
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any, Final, NoReturn
 
-    from .._header import FileIdentity, Header
+    from .._core.header import Header
+    from .identity import FileIdentity
     from .options import Clock, Options
     from .planning import Read
 
@@ -89,7 +91,7 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
                 if len(whole) == parsed:
                     header = parse_header(whole, file_size=size, max_header_size=limit)
             if header is not None:
-                defer_identity(header, (_path_identity, path, status))
+                set_identity(header, _path_identity(path, status))
                 return header
         elif stat.S_ISFIFO(status.st_mode) or stat.S_ISCHR(status.st_mode):
             # A pipe is read from this very descriptor: opened again, it would wait for a
@@ -115,7 +117,7 @@ def _path_identity(
 ) -> FileIdentity:
     """The identity of the file at `path`, as `status` (its ``fstat``) says."""
     location = path if type(path) is str else os.fsdecode(path)
-    return make_identity(location, status.st_size, stat_validators(status), None)
+    return make_identity(location, status.st_size, stat_validators(status))
 
 
 def header_at(descriptor: int, size: int, limit: int) -> Header | None:
@@ -199,6 +201,18 @@ class PathFile(RangeFile):
         self.prepare()
         return os.fsdecode(self.path) if self.seekable else None
 
+    def same_place(self, location: str) -> bool:
+        """The same path, however spelled (``./m``, absolute, through links): both resolved
+        now. (The same device and inode is the same file too: `RangeFile.identify`.)"""
+        if location == self.shown:
+            return True
+        try:
+            return os.path.normcase(os.path.realpath(location)) == os.path.normcase(
+                os.path.realpath(os.fsdecode(self.path))
+            )
+        except (OSError, ValueError):  # a path the system cannot resolve (a NUL in it)
+            return False
+
     def __getstate__(self) -> dict[str, Any]:
         # The resolved folder is worked out again where the file is unpickled.
         return {**self.__dict__, "_stream": None, "_folder": None}
@@ -249,7 +263,7 @@ class PathFile(RangeFile):
         finally:
             if descriptor >= 0:
                 os.close(descriptor)
-        defer_identity(header, (make_identity, self.shown, self.size, self.validators, None))
+        set_identity(header, make_identity(self.shown, self.size, self.validators or ()))
         return header
 
     def prepare(self) -> None:
@@ -459,7 +473,7 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
 
 def no_entry(folder: str | os.PathLike[str], names: list[str]) -> FileNotFoundError:
     """The error for a directory that holds no checkpoint: what it holds instead."""
-    from .._diagnose import listed
+    from .._core.diagnose import listed
 
     wanted = f"no {SINGLE_NAMES[0]} or {INDEX_NAMES[0]} (nor the diffusers names) in the directory"
     odd = [name for name in (*INDEX_NAMES, *SINGLE_NAMES) if name in names]

@@ -12,10 +12,12 @@ ranges joined across gaps into spans (`joined`), each range a view of its span's
 from __future__ import annotations
 
 import os
+from functools import cache
 
 from .._errors import HeaderError
 
-__all__ = ["allocate", "check_known_end", "cut", "cut_out", "joined", "part_length", "parts"]
+__all__ = ["allocate", "check_fits", "check_known_end", "cut", "cut_out", "joined"]
+__all__ += ["memory_limit", "part_length", "parts"]
 __all__ += ["past_the_end", "streams", "with_segments"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -154,6 +156,7 @@ def allocate(count: int) -> memoryview:
     """
     if count < _MAPPED:
         return memoryview(bytearray(count))
+    check_fits(count)
     import mmap
 
     try:
@@ -162,8 +165,42 @@ def allocate(count: int) -> memoryview:
         else:  # Windows: bytearray's zeroing is what is left
             return memoryview(bytearray(count))
     except (OSError, OverflowError, ValueError):
-        raise MemoryError(f"cannot allocate a buffer of {count:,} bytes for the data") from None
+        raise HeaderError(
+            "TooLarge", f"the system refused a buffer of {count:,} bytes for the data"
+        ) from None
     return memoryview(memory)
+
+
+def check_fits(count: int) -> None:
+    """``TooLarge`` for `count` bytes of data to be read into memory that the machine's
+    memory and swap together cannot hold (a file, or a server, that claims petabytes): said
+    before anything is allocated, not a ``MemoryError`` or the kernel's out-of-memory kill."""
+    limit = memory_limit()
+    if limit is not None and count > limit:
+        raise HeaderError(
+            "TooLarge",
+            f"the data to read is {count:,} bytes, more than this machine's memory and swap "
+            f"({limit:,} bytes) can hold; read it in parts (read_ranges, a tensor's slices), "
+            "or map a local file (mmap=True)",
+        )
+
+
+@cache
+def memory_limit() -> int | None:
+    """The machine's memory and swap in bytes (None where the system does not say)."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # (Windows has no sysconf)
+        return None
+    swap = 0
+    try:
+        with open("/proc/meminfo", "rb") as info:
+            for line in info:
+                if line.startswith(b"SwapTotal:"):
+                    swap = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):  # not Linux: the memory alone
+        pass
+    return physical + swap if physical > 0 else None
 
 
 def check_known_end(ranges: Sequence[tuple[int, int]], size: int | None) -> None:

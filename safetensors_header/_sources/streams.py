@@ -63,9 +63,10 @@ class StreamFile(RangeFile):
     def _identify(self) -> None:
         """What the stream is now: its size (if it can seek), and its descriptor's identity."""
         if self.seekable:
-            self.identify(_seek_size(self.stream), _descriptor_validators(self.stream))
+            validators, nameless = _descriptor_validators(self.stream)
+            self.identify(_seek_size(self.stream), validators, nameless=nameless)
         elif not self.identified:
-            self.identify(None, _descriptor_validators(self.stream))
+            self.identify(None, _descriptor_validators(self.stream)[0])
 
     def first(self, count: int, clock: Clock) -> bytes:
         self._identify()
@@ -238,22 +239,31 @@ def _seek_size(file: object) -> int | None:
     return size
 
 
-def _descriptor_validators(stream: object) -> Validators:
-    """What ``os.fstat`` says of the regular file under a file object, else nothing."""
+def _descriptor_validators(stream: object) -> tuple[Validators, bool]:
+    """What ``os.fstat`` says of the regular file under a file object, else nothing; and
+    whether the file has no name left (deleted, or replaced, while it is open)."""
     import stat
 
     try:
         status = os.fstat(stream.fileno())  # type: ignore[attr-defined]
     except Exception:  # no descriptor (BytesIO: io.UnsupportedOperation), or closed
-        return ()
+        return (), False
     if not stat.S_ISREG(status.st_mode):
-        return ()
-    return stat_validators(status)
+        return (), False
+    return stat_validators(status), status.st_nlink == 0
 
 
 def stat_validators(status: os.stat_result) -> Validators:
-    """What an ``os.stat`` says changes when a local file does (its size is apart)."""
-    return (("device", status.st_dev), ("inode", status.st_ino), ("mtime_ns", status.st_mtime_ns))
+    """What an ``os.stat`` says changes when a local file does (its size is apart): which
+    file it is (device and inode), and when it was modified and when its inode last changed
+    (``st_ctime_ns``: a rewrite in place whose modification time is set back, as ``cp -p``
+    and ``rsync -t`` do, still moves it)."""
+    return (
+        ("device", status.st_dev),
+        ("inode", status.st_ino),
+        ("mtime_ns", status.st_mtime_ns),
+        ("ctime_ns", status.st_ctime_ns),
+    )
 
 
 def _readinto_is_read(stream: object) -> bool:

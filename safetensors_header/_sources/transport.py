@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from .._record import publish
+from .._core.records import publish
 
 __all__ = ["Transport"]
 

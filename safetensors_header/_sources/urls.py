@@ -37,6 +37,69 @@ def url_scheme(source: str) -> str | None:
     return match[1].lower()
 
 
+def normal_url(url: str) -> str:
+    """`url` in the normal form of RFC 3986 (section 6.2.2), for telling whether two URLs
+    name one resource: scheme and host in lower case, the scheme's default port dropped, an
+    empty path ``/``, dot-segments removed, the percent-escapes of unreserved characters
+    decoded and the others' hex digits in upper case. A URL that cannot be split is
+    returned as it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 literal
+    if port is not None and _DEFAULT_PORTS.get(scheme) != port:
+        host += f":{port}"
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    netloc = f"{userinfo}@{host}" if userinfo else host
+    path = _without_dot_segments(_normal_escapes(parts.path)) or ("/" if netloc else "")
+    return urlunsplit((scheme, netloc, path, _normal_escapes(parts.query), ""))
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED: Final = frozenset(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+)
+
+
+def _normal_escapes(text: str) -> str:
+    """Percent-escapes of unreserved characters decoded; the others' hex in upper case."""
+
+    def one(match: re.Match[str]) -> str:
+        code = int(match[1], 16)
+        return chr(code) if code in _UNRESERVED else f"%{code:02X}"
+
+    return _ESCAPE.sub(one, text) if "%" in text else text
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4: ``.`` and ``..`` segments resolved away."""
+    if "." not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out)
+
+
 def redact(url: str) -> str:
     """The URL without user info or query (signed links carry credentials there)."""
     from urllib.parse import urlsplit, urlunsplit
@@ -121,9 +184,14 @@ def signed_until(url: str) -> float | None:
         date, life = found.get(prefix + "date", ""), found.get(prefix + "expires", "")
         match = _COMPACT_TIME.fullmatch(date)
         if match is not None and _SECONDS.fullmatch(life):
-            import calendar
+            from datetime import datetime, timezone
 
-            start = calendar.timegm((*(int(part) for part in match.groups()), 0, 0, 0))
+            try:
+                year, month, day, hour, minute, second = map(int, match.groups())
+                when = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+                start = when.timestamp()
+            except (ValueError, OverflowError):  # month 13, year 0: no date, no known expiry
+                return None
             return start + int(life)
     expires = found.get("expires", "")
     if _EPOCH.fullmatch(expires):

@@ -10,19 +10,18 @@ from functools import reduce
 from operator import mul
 from types import MappingProxyType
 
-from ._format import HEADER_LENGTH_SIZE
-from ._record import frozen_record, set_fields
+from .fileformat import HEADER_LENGTH_SIZE
+from .records import frozen_record, set_fields
 
 __all__ = [
     "DtypeTotal",
-    "FileIdentity",
     "Header",
     "TensorInfo",
     "TensorTable",
     "by_dtype",
     "make_header",
 ]
-__all__ += ["defer_identity", "make_identity", "shown_shape"]
+__all__ += ["set_identity", "shown_shape"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -89,7 +88,7 @@ class TensorInfo:
         IndexError (out of range), TypeError (an unsupported key) and ValueError (a sub-byte
         dtype cut inside a byte).
         """
-        from ._geometry import byte_ranges  # on first use: the import stays cheap
+        from .geometry import byte_ranges  # on first use: the import stays cheap
 
         return byte_ranges(self, key)
 
@@ -107,7 +106,7 @@ class TensorInfo:
         positive sizes of its rank are accepted). See ``safetensors_header.zarr.chunk_shape``
         for the chunk shape that suits a size in bytes.
         """
-        from ._geometry import iter_chunks  # on first use: the import stays cheap
+        from .geometry import iter_chunks  # on first use: the import stays cheap
 
         return iter_chunks(self, chunk_shape)
 
@@ -316,47 +315,6 @@ class _Items(ItemsView[str, TensorInfo]):
         return zip(self._mapping._names, _infos(self), strict=True)
 
 
-@frozen_record()
-class FileIdentity:
-    """What a source said of a file when its header was read: later reads are checked
-    against it, so that a header and data of two different files are never mixed.
-
-    Attributes:
-        location: The file as messages show it (a URL without credentials or query, a
-            path, ``"a BytesIO object"``).
-        size: Its size in bytes, ``None`` where the source did not say (a stream).
-        validators: What changes when the file does, as ``(name, value)`` pairs in the
-            source's own terms: ``etag`` and ``last-modified`` of a URL; ``e_tag``,
-            ``version``, ``last_modified`` of an object in a store; ``device``, ``inode``
-            and ``mtime_ns`` of a local file. Empty where the source says nothing (bytes,
-            a file object without a descriptor, a server without ETag or Last-Modified).
-        header_digest: The CRC-32 of the header's bytes (``[0, 8 + N)``), where they were
-            read through the source layer's loop (``None`` for a local path's header, whose
-            validators decide).
-    """
-
-    __slots__ = ("location", "size", "validators", "header_digest")  # noqa: RUF023
-
-    location: str
-    size: int | None
-    validators: tuple[tuple[str, str | int], ...]
-    header_digest: int | None
-
-    def __init__(
-        self,
-        location: str,
-        size: int | None,
-        validators: tuple[tuple[str, str | int], ...] = (),
-        header_digest: int | None = None,
-    ) -> None:
-        set_fields(self, FileIdentity, (location, size, validators, header_digest))
-
-    def __repr__(self) -> str:
-        size = "size unknown" if self.size is None else f"{self.size:,} bytes"
-        said = "".join(f", {name}={value!r}" for name, value in self.validators)
-        return f"<FileIdentity {self.location!r}, {size}{said}>"
-
-
 @frozen_record(uncompared=("identity",))
 class Header:
     """A validated safetensors header.
@@ -371,10 +329,10 @@ class Header:
             ``data_offsets`` (0 with no tensors).
         file_size: The size of the whole file, when known (always for ``read_header``; for
             ``parse_header`` only when passed). Then ``file_size == data_start + data_size``.
-        identity: The `FileIdentity` of the file the header was read from (``None`` from
-            `parse_header`): a read of the data with this header (``open_file(source,
-            header=h)``, ``numpy.load(source, header=h)``...) is checked against it. Not
-            compared by ``==``.
+        identity: What the reader that read the header says of the file it came from:
+            ``None`` from `parse_header`; the package's ``read_header`` gives a
+            ``FileIdentity`` (its size, inode, ETag...), which a read of the data with this
+            header is checked against. Opaque here, and not compared by ``==``.
     """
 
     __slots__ = ("tensors", "metadata", "header_size", "data_size", "file_size", "identity")  # noqa: RUF023
@@ -384,7 +342,7 @@ class Header:
     header_size: int
     data_size: int
     file_size: int | None
-    identity: FileIdentity | None
+    identity: object
 
     def __init__(  # noqa: PLR0917 - the fields, in order
         self,
@@ -393,12 +351,12 @@ class Header:
         header_size: int,
         data_size: int,
         file_size: int | None,
-        identity: FileIdentity | None = None,
+        identity: object = None,
     ) -> None:
         fields = (tensors, metadata, header_size, data_size, file_size, identity)
         set_fields(self, Header, fields)
 
-    def with_identity(self, identity: FileIdentity | None) -> Header:
+    def with_identity(self, identity: object) -> Header:
         """This header, as read from the file `identity` describes."""
         fields = (self.tensors, self.metadata, self.header_size, self.data_size, self.file_size)
         return Header(*fields, identity)
@@ -428,42 +386,9 @@ class Header:
         )
 
 
-class _DeferredIdentity:
-    """`Header.identity`: the field's slot, which may hold, until the field is first read,
-    ``(make, *arguments)`` rather than a `FileIdentity`; the identity is made then and kept.
-
-    A local header's read stores its ``stat`` that way (`defer_identity`): most headers are
-    read for their tensors, and making an identity nobody asks for would cost a small
-    header's read a thirtieth of its time.
-    """
-
-    __slots__ = ("_slot",)
-
-    def __init__(self, slot: Any) -> None:
-        self._slot = slot
-
-    def __get__(self, header: Header | None, owner: type | None = None) -> Any:
-        if header is None:
-            return self
-        value = self._slot.__get__(header, owner)
-        if type(value) is tuple:
-            value = value[0](*value[1:])
-            self._slot.__set__(header, value)  # (two threads may both make it: equal)
-        return value
-
-    def __set__(self, header: Header, value: FileIdentity | None) -> None:
-        self._slot.__set__(header, value)
-
-    def __delete__(self, header: Header) -> None:
-        self._slot.__delete__(header)
-
-
-_IDENTITY_SLOT: Final = vars(Header)["identity"]
-Header.identity = _DeferredIdentity(_IDENTITY_SLOT)  # type: ignore[assignment,misc]
-
-#: Give a `Header` just made, not yet seen by anyone, a `FileIdentity` or the
-#: ``(make, *arguments)`` that makes it when it is first asked for (a C call: no Python frame).
-defer_identity: Callable[[Header, object], None] = _IDENTITY_SLOT.__set__
+#: Give a `Header` just made, not yet seen by anyone, its `identity` (a reader's: the slot's
+#: own store, as the builders below make records).
+set_identity: Callable[[Header, object], None] = vars(Header)["identity"].__set__
 
 
 class _HeaderBuilder:
@@ -481,27 +406,13 @@ class _HeaderBuilder:
 make_header: Callable[..., Header] = _HeaderBuilder  # type: ignore[assignment]
 
 
-class _IdentityBuilder:
-    """A `FileIdentity` made as `_HeaderBuilder` makes a `Header` (a local header's, per read)."""
-
-    __slots__ = FileIdentity.__slots__
-
-    def __init__(self, *fields: Any) -> None:  # FileIdentity's fields, in order
-        self.location, self.size, self.validators, self.header_digest = fields
-        self.__class__ = FileIdentity  # type: ignore[assignment]
-
-
-#: Make a `FileIdentity` without the dataclass __init__'s cost.
-make_identity: Callable[..., FileIdentity] = _IdentityBuilder  # type: ignore[assignment]
-
-
 def _rebuild_header(  # noqa: PLR0917 - the fields, in order
     tensors: TensorTable,
     metadata: dict[str, str] | None,
     header_size: int,
     data_size: int,
     file_size: int | None,
-    identity: FileIdentity | None = None,
+    identity: object = None,
 ) -> Header:
     return Header(
         tensors,

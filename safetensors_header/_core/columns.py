@@ -18,7 +18,7 @@ from collections import namedtuple
 from json.scanner import make_scanner
 from operator import itemgetter
 
-from .._format import DTYPE_BITS, U64_MAX
+from .fileformat import DTYPE_BITS, U64_MAX
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:

@@ -25,21 +25,22 @@ from itertools import accumulate
 from operator import le
 from types import MappingProxyType
 
-from .._errors import HeaderError
-from .._format import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIELDS, U64_MAX
-from .._header import TensorTable, make_header, shown_shape
 from .columns import CANONICAL_DTYPE, Columns, chained, element_counts, sizes_hold, sort_by_offsets
+from .errors import HeaderError
+from .fileformat import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIELDS, U64_MAX
+from .header import TensorTable, make_header, shown_shape
 
 __all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
-__all__ += ["in_fresh_thread", "reject_deep_nesting", "validate_layout"]
+__all__ += ["in_fresh_thread", "json_document", "nested_deeper_than", "reject_deep_nesting"]
+__all__ += ["validate_layout"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from typing import Any, Final, NoReturn, TypeVar
 
-    from .._header import Header
     from .columns import Entry, Shape
+    from .header import Header
 
     _T = TypeVar("_T")
 
@@ -366,13 +367,32 @@ def reject_deep_nesting(text: str) -> None:
     For a valid document this is its depth; for an invalid one any verdict here is the one
     the JSON readers would give (InvalidHeaderDeserialization).
     """
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return  # no deeper than the brackets it opens
+    if nested_deeper_than(text, MAX_DEPTH):
+        _bad_json(f"nesting deeper than {MAX_DEPTH} arrays and objects")
+
+
+def nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether JSON `text` nests more than `limit` arrays and objects, measured without
+    recursion (json's reader recurses as deep as the document: RecursionError)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # no deeper than the brackets it opens
     # With no escaped quote, quotes delimit strings.
     outside = _string().sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
     brackets = outside.encode().translate(None, _NOT_BRACKETS)
-    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH:
-        _bad_json(f"nesting deeper than {MAX_DEPTH} arrays and objects")
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def json_document(raw: bytes | str) -> Any:
+    """A JSON document beside the weights (a config, an index, a quantization state): its
+    value, or ValueError (json's, UnicodeDecodeError, or one for a document that nests
+    deeper than `MAX_DEPTH` arrays and objects, refused before json reads it: its reader
+    recurses, and would raise RecursionError)."""
+    import json
+
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    if nested_deeper_than(text, MAX_DEPTH):
+        raise ValueError(f"it nests deeper than {MAX_DEPTH} arrays and objects")
+    return json.loads(text)
 
 
 def in_fresh_thread(function: Callable[[str], _T], argument: str) -> _T:

@@ -19,7 +19,6 @@ import re
 from functools import cache
 from json.scanner import make_scanner
 
-from .._format import DTYPES, METADATA_KEY, TENSOR_FIELDS
 from .columns import (
     CANONICAL_DTYPE,
     JSON_WHITESPACE,
@@ -33,6 +32,7 @@ from .columns import (
     sort_by_offsets,
     tuple_new,
 )
+from .fileformat import DTYPES, METADATA_KEY, TENSOR_FIELDS
 
 __all__ = ["json_columns"]
 

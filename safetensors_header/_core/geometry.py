@@ -25,7 +25,7 @@ import operator
 from itertools import product
 from typing import SupportsIndex
 
-from ._format import DTYPE_BITS
+from .fileformat import DTYPE_BITS
 
 __all__ = ["auto_chunk_shape", "byte_ranges", "check_chunk_shape", "chunk_grid", "iter_chunks"]
 __all__ += ["selected"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from ._diagnose import SNIFF_SIZE, sniff, truncation_hint
-from ._errors import HeaderError
+from .diagnose import SNIFF_SIZE, sniff, truncation_hint
+from .errors import HeaderError
 
 __all__ = ["DTYPES", "DTYPE_BITS", "HEADER_LENGTH_SIZE", "MAX_HEADER_SIZE", "METADATA_KEY"]
 __all__ += ["TENSOR_FIELDS", "U64_MAX", "Dtype", "bytes_needed", "length_fault"]

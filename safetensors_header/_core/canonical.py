@@ -41,7 +41,6 @@ from functools import cache
 from itertools import accumulate, repeat
 from operator import mul
 
-from .._format import METADATA_KEY, TENSOR_FIELDS, U64_MAX
 from .columns import (
     CANONICAL_DTYPE,
     DIGITS,
@@ -58,6 +57,7 @@ from .columns import (
     scan,
     tuple_new,
 )
+from .fileformat import METADATA_KEY, TENSOR_FIELDS, U64_MAX
 
 __all__ = ["canonical_columns", "canonical_shapes", "chained_ends", "metadata_member"]
 

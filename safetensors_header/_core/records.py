@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     _R = TypeVar("_R", bound=type)
 
 _METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
-_PACKAGE: Final = __name__.rpartition(".")[0]
+# Where records say they live (help(), reprs, pickles by reference): in safetensors_header, its
+# top level, which exports them all; in a copy of this folder vendored under another name, the
+# folder's own package, whose __init__ exports the core's.
+_HERE: Final = __name__.rpartition(".")[0]
+_PACKAGE: Final = "safetensors_header" if _HERE == "safetensors_header._core" else _HERE
 
 
 def field_names(cls: type) -> tuple[str, ...]:

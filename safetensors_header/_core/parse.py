@@ -32,11 +32,12 @@ sources feed this package bytes (``bytes_needed`` says how many).
 
 from __future__ import annotations
 
+import os
 from operator import index
 
-from .._format import HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed, header_end, length_fault
 from . import canonical, compact, json_reader
 from .columns import Columns
+from .fileformat import HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, bytes_needed, header_end, length_fault
 from .rules import (
     JsonObject,
     build,
@@ -49,15 +50,15 @@ from .rules import (
 )
 
 __all__ = ["READERS", "JsonObject", "Reader", "decode_pairs", "exact", "parse_file_start"]
-__all__ += ["parse_header", "read", "reader"]
+__all__ += ["parse_header", "read", "read_header", "reader"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Final, NoReturn
 
-    from .._format import Buffer
-    from .._header import Header
+    from .fileformat import Buffer
+    from .header import Header
 
 
 class Reader:
@@ -153,6 +154,36 @@ def parse_file_start(data: bytes, file_size: int, limit: int) -> Header | int:
     return build(read(text), stop - HEADER_LENGTH_SIZE, file_size)
 
 
+def read_header(
+    path: str | os.PathLike[str] | os.PathLike[bytes], /, *, max_header_size: int = MAX_HEADER_SIZE
+) -> Header:
+    """The validated `Header` of the local file at `path`: its first 16 KiB read (most
+    headers), then the rest of a longer header; never its data.
+
+    The core's own reader of a path, with what the standard library has: ``open``,
+    ``os.fstat`` and ``read``. (The package's ``read_header`` reads any source: a URL, the
+    Hub, a store, a file object, a pipe; and attaches the file's identity.)
+
+    Raises:
+        HeaderError: As `parse_header`; ``file_size`` is the file's.
+        OSError: The file cannot be opened or read.
+    """
+    with open(path, "rb", buffering=0) as file:
+        size = os.fstat(file.fileno()).st_size
+        data = file.read(min(size, _FIRST_READ))
+        parsed = parse_file_start(data, size, max_header_size)
+        while isinstance(parsed, int):  # a longer header: its rest (a prefix that says more)
+            more = file.read(parsed - len(data))
+            if not more:  # cut short meanwhile: the bytes judged as they are
+                return parse_header(data, file_size=len(data), max_header_size=max_header_size)
+            data += more
+            parsed = parse_file_start(data, size, max_header_size)
+    return parsed
+
+
+_FIRST_READ: Final = 16 * 1024  # bytes of a file read at once: most headers in one call
+
+
 def _walked(
     readers: tuple[Reader, ...],
 ) -> tuple[tuple[int, bool, Callable[[str], Columns | None]], ...]:
@@ -232,7 +263,7 @@ def _decode_utf8(view: memoryview, stop: int) -> str:
     try:
         return str(view[HEADER_LENGTH_SIZE:stop], "utf-8")
     except UnicodeDecodeError as error:
-        from .._diagnose import SNIFF_SIZE, sniff
+        from .diagnose import SNIFF_SIZE, sniff
 
         fail(
             "InvalidHeader",

@@ -36,7 +36,6 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from .._format import METADATA_KEY
 from . import canonical
 from .canonical import canonical_shapes, metadata_member
 from .columns import (
@@ -49,6 +48,7 @@ from .columns import (
     scan,
     tuple_new,
 )
+from .fileformat import METADATA_KEY
 
 __all__ = ["SMALLEST", "compact_columns"]
 

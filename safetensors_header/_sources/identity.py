@@ -1,0 +1,89 @@
+"""`FileIdentity`: what a source said of a file when its header was read.
+
+Layer: sources. A header read through a source carries one (`Header.identity`); the rule that
+holds later reads to it is `base.RangeFile`'s (`identify`, `confirm`).
+"""
+
+from __future__ import annotations
+
+from .._core.records import frozen_record, set_fields
+
+__all__ = ["FileIdentity", "identity_of", "make_identity"]
+
+TYPE_CHECKING = False  # typing is not imported at run time (import cost)
+if TYPE_CHECKING:
+    from typing import Final
+
+    from .._core.header import Header
+
+
+@frozen_record()
+class FileIdentity:
+    """What a source said of a file when its header was read: later reads are checked
+    against it, so that a header and data of two different files are never mixed (the
+    rule: docs/errors.md).
+
+    Attributes:
+        location: Where the file is: a local file's absolute path, a URL without credentials
+            (its query as a digest: two queries may name two files), ``"a BytesIO
+            object"``.
+        size: Its size in bytes, ``None`` where the source did not say (a stream).
+        validators: What changes when the file does, as ``(name, value)`` pairs in the
+            source's own terms: ``etag`` and ``last-modified`` of a URL (the Hub's
+            ``x-linked-etag`` and ``x-xet-hash``); ``e_tag``, ``version``,
+            ``last_modified`` of an object in a store; ``device``, ``inode``, ``mtime_ns``
+            and ``ctime_ns`` of a local file. Empty where the source says nothing (bytes, a
+            file object without a descriptor, a server without ETag or Last-Modified).
+        header_digest: The CRC-32 of the header's bytes (``[0, 8 + N)``), where they were
+            read through the source layer's loop (``None`` for a local path's header: its
+            validators decide, and a copy is held to its header parsed again).
+    """
+
+    __slots__ = ("location", "size", "validators", "header_digest")  # noqa: RUF023
+
+    location: str
+    size: int | None
+    validators: tuple[tuple[str, str | int], ...]
+    header_digest: int | None
+
+    def __init__(
+        self,
+        location: str,
+        size: int | None,
+        validators: tuple[tuple[str, str | int], ...] = (),
+        header_digest: int | None = None,
+    ) -> None:
+        set_fields(self, FileIdentity, (location, size, validators, header_digest))
+
+    def __repr__(self) -> str:
+        size = "size unknown" if self.size is None else f"{self.size:,} bytes"
+        said = "".join(f", {name}={value!r}" for name, value in self.validators)
+        return f"<FileIdentity {self.location!r}, {size}{said}>"
+
+
+_SLOTS: Final = vars(FileIdentity)
+_LOCATION, _SIZE = _SLOTS["location"].__set__, _SLOTS["size"].__set__
+_VALIDATORS, _DIGEST = _SLOTS["validators"].__set__, _SLOTS["header_digest"].__set__
+
+
+def make_identity(
+    location: str,
+    size: int | None,
+    validators: tuple[tuple[str, str | int], ...] = (),
+    header_digest: int | None = None,
+) -> FileIdentity:
+    """A `FileIdentity`, made with its slots' own stores (a third of the record's
+    ``__init__``, which sets each field through ``object.__setattr__``): one per header read."""
+    identity = object.__new__(FileIdentity)
+    _LOCATION(identity, location)
+    _SIZE(identity, size)
+    _VALIDATORS(identity, validators)
+    _DIGEST(identity, header_digest)
+    return identity
+
+
+def identity_of(header: Header) -> FileIdentity | None:
+    """The `FileIdentity` a header was read with; None for one `parse_header` made (or one
+    whose identity another reader attached)."""
+    identity = header.identity
+    return identity if type(identity) is FileIdentity else None
