@@ -230,7 +230,9 @@ def read_checkpoint(
             raw = file.document(max_index_size, clock)
             break
         except RemoteError as error:
-            if len(candidates) == 1 or error.status != 404:
+            # A repository the Hub does not have (or will not show without a token) has none
+            # of the names either: say that, not that it lacks them.
+            if len(candidates) == 1 or error.status != 404 or error.code == "RepoNotFound":
                 raise
             if number == len(candidates) - 1:
                 raise source_file.none_found() from None

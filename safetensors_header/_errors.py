@@ -23,6 +23,9 @@ class RemoteError(OSError):
         status: The HTTP status of the answer at fault (e.g. 404), or ``None`` when the
             failure was the network's (refused, reset, timed out, closed mid-body) or a reply
             that contradicts the request (a wrong ``Content-Range``).
+        code: The Hugging Face Hub's error code (its ``X-Error-Code``: ``"RepoNotFound"``,
+            ``"GatedRepo"``, ``"EntryNotFound"``, ``"RevisionNotFound"``,
+            ``"DisabledRepo"``), or ``None`` (another server, another code).
 
     The message (also ``strerror``) says what happened and where, and for 401, 403 and 404
     what to check.
@@ -30,17 +33,23 @@ class RemoteError(OSError):
 
     url: str
     status: int | None
+    code: str | None
 
-    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, url: str, status: int | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.strerror = message  # what tools that print OSError.strerror show
         self.url = url
         self.status = status
+        self.code = code
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only attributes survive pickling (multiprocessing, concurrent.futures).
-        return (_rebuild_remote, (str(self), self.url, self.status))
+        return (_rebuild_remote, (str(self), self.url, self.status, self.code))
 
 
-def _rebuild_remote(message: str, url: str, status: int | None) -> RemoteError:
-    return RemoteError(message, url=url, status=status)
+def _rebuild_remote(
+    message: str, url: str, status: int | None, code: str | None = None
+) -> RemoteError:
+    return RemoteError(message, url=url, status=status, code=code)

@@ -19,7 +19,7 @@ from ._core.fileformat import MAX_HEADER_SIZE
 from ._core.records import publish
 from ._errors import HeaderError
 from ._sources import backend_of, open_source
-from ._sources.base import header_of
+from ._sources.base import decisive, header_of
 from ._sources.local import PathFile, header_at
 from ._sources.options import TIMEOUT, Clock, Options
 from ._sources.planning import allocate
@@ -161,7 +161,16 @@ class SafetensorsFile:
         return f"<SafetensorsFile {self.source!r}, {count:,} tensor{'' if count == 1 else 's'}>"
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (SafetensorsFile, (self.header, self._range_file))
+        return (_unpickled, (self.header, self._range_file))
+
+
+def _unpickled(header: Header, file: RangeFile) -> SafetensorsFile:
+    """A `SafetensorsFile` in another process: where its source has no decisive validators
+    (`decisive`), its header's bytes are compared again before its first read of data there
+    (the file may have been replaced since it was pickled)."""
+    if file.identified and not decisive(file.validators or ()):
+        file.recheck = header
+    return SafetensorsFile(header, file)
 
 
 def open_file(
@@ -251,10 +260,13 @@ def map_file(
     *,
     header: Header | None = None,
     max_header_size: int = MAX_HEADER_SIZE,
+    copy: bool = False,
 ) -> tuple[Header, mmap.mmap | None] | None:
-    """A local file's header and a read-only map of the whole file, both of the one file a
-    descriptor opened (None for an empty file's map); None for a file that cannot be mapped
-    (a pipe). A `header` given is checked against the file's size (``FileChanged``)."""
+    """A local file's header and a read-only map of the whole file (`copy`: a private,
+    copy-on-write one, whose writes change the memory, never the file), both of the one file
+    a descriptor opened (None for an empty file's map); None for a file that cannot be mapped
+    (a pipe). A `header` given is held to that very descriptor's file (``FileChanged``: its
+    identity, or for a copy its header's bytes) and returned."""
     import mmap
 
     file = PathFile(path, Options())
@@ -271,7 +283,8 @@ def map_file(
                 file, max_header_size, Clock(None)
             )
         # Mapped from the descriptor the header was read through: the same file.
-        mapped = mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) if size else None
+        access = mmap.ACCESS_COPY if copy else mmap.ACCESS_READ
+        mapped = mmap.mmap(descriptor, size, access=access) if size else None
     finally:
         os.close(descriptor)
     if given is not None and file.needs_header_bytes(given):

@@ -8,7 +8,7 @@ Layer: adapters (on `safetensors_header.numpy`, which reads the tensors).
     >>> arrays["lm_head.weight"].dtype  # doctest: +SKIP
     dtype(bfloat16)
     >>> tensors = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
-    >>> rows = tensors["lm_head.weight"][:1024]  # doctest: +SKIP  (fetches those rows)
+    >>> rows = tensors["lm_head.weight"][:1024]  # fetches those rows  # doctest: +SKIP
 
 Needs JAX (``pip install 'safetensors_header[jax]'``: JAX needs Python 3.11 or newer), which
 brings numpy and ml_dtypes; not the ``safetensors`` package. Importing this module imports

@@ -8,8 +8,8 @@ Layer: adapters (on the data path, `safetensors_header._fetch`, and the writer).
     >>> arrays["lm_head.weight"].dtype  # doctest: +SKIP
     dtype(bfloat16)
     >>> tensors = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
-    >>> rows = tensors["lm_head.weight"][1024:2048]  # doctest: +SKIP  (fetches those rows)
-    >>> save_file(arrays, "copy.safetensors")  # doctest: +SKIP  (the same bytes)
+    >>> rows = tensors["lm_head.weight"][1024:2048]  # fetches those rows  # doctest: +SKIP
+    >>> save_file(arrays, "copy.safetensors")  # the same bytes  # doctest: +SKIP
 
 Needs numpy (``pip install 'safetensors_header[numpy]'``); ``BF16`` and ``F8_*`` tensors also
 need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module imports numpy.

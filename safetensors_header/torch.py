@@ -8,8 +8,8 @@ Layer: adapters (on the data path, `safetensors_header._fetch`, read plans and t
     >>> tensors["lm_head.weight"].dtype  # doctest: +SKIP
     torch.bfloat16
     >>> lazy = open_tensors("https://host/model.safetensors")  # doctest: +SKIP
-    >>> rows = lazy["lm_head.weight"][1024:2048]  # doctest: +SKIP  (fetches those rows)
-    >>> save_file(tensors, "copy.safetensors")  # doctest: +SKIP  (the same bytes)
+    >>> rows = lazy["lm_head.weight"][1024:2048]  # fetches those rows  # doctest: +SKIP
+    >>> save_file(tensors, "copy.safetensors")  # the same bytes  # doctest: +SKIP
 
 Needs torch (``pip install 'safetensors_header[torch]'``, or any torch build installed on its
 own: docs/torch.md); not numpy, nor the ``safetensors`` package. Importing this module
@@ -34,7 +34,7 @@ except ModuleNotFoundError as error:
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected
 from ._core.header import Header, TensorInfo, shown_shape
-from ._fetch import SafetensorsFile, local_path, open_file
+from ._fetch import SafetensorsFile, local_path, map_file, open_file
 from ._plan import ReadPlan
 from ._ranks import rank_plan
 from ._sources.planning import check_fits
@@ -227,12 +227,10 @@ def load(
                 raise ValueError(f"into names tensors that names leaves out: {left_out}")
     path = local_path(source) if into is None and mmap is not False else None
     if path is not None:
-        if header is not None:
-            # The file the header was read from, or FileChanged: open_file checks at a read.
-            open_file(path, header=header).read_ranges([(0, 8)])
-        mapped = _mapped(path)
-        if mapped is not None:
-            return _moved(_from_map(mapped, names, max_header_size), target)
+        # The header and the map of one descriptor's file: the header given held to it.
+        found = _mapped(path, header, max_header_size)
+        if found is not None:
+            return _moved(_from_map(*found, names), target)
     file = _opened(source, header, max_header_size, transport)
     chosen = _choose(file.header, names)
     forms = [_form(info.name, info.dtype, info.shape) for info in chosen]  # before reading
@@ -258,34 +256,28 @@ def _check_transport(function: str, transport: Mapping[str, object]) -> None:
                 raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
 
 
-def _mapped(path: str) -> mmap.mmap | None:
-    """A private, copy-on-write map of a regular file (a write to it changes the memory,
-    never the file); None for what cannot be mapped (a pipe, an empty file), to be read."""
-    import mmap
-
+def _mapped(
+    path: str, header: Header | None, max_header_size: int
+) -> tuple[Header, mmap.mmap] | None:
+    """The header (the one given, checked against the file) and a private, copy-on-write
+    map of a regular file (a write to it changes the memory, never the file), both of one
+    descriptor's file; None for what cannot be mapped (a pipe, an empty file), to be read."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None  # (opening a pipe to look at it would take its writer's data)
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        found = map_file(path, header=header, max_header_size=max_header_size, copy=True)
     except OSError:
         return None  # the data path raises it, with its words
-    try:
-        found = os.fstat(descriptor)
-        if not stat.S_ISREG(found.st_mode) or not found.st_size:
-            return None
-        return mmap.mmap(descriptor, found.st_size, access=mmap.ACCESS_COPY)
-    finally:
-        os.close(descriptor)
+    if found is None or found[1] is None:
+        return None
+    return found[0], found[1]
 
 
 def _from_map(
-    mapped: mmap.mmap, names: Iterable[str] | None, max_header_size: int
+    header: Header, mapped: mmap.mmap, names: Iterable[str] | None
 ) -> dict[str, torch.Tensor]:
-    """The tensors of a mapped file, views of the map: its header is read from the map
-    itself, so that header and data are of one file."""
-    from . import read_header
-
-    header = read_header(mapped, max_header_size=max_header_size)
+    """The tensors of a mapped file, views of the map, placed by its header (read from, or
+    checked against, the file mapped)."""
     chosen = _choose(header, names)
     forms = [_form(info.name, info.dtype, info.shape) for info in chosen]
     memory = memoryview(mapped)

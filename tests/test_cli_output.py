@@ -634,3 +634,22 @@ def test_files_numbered_with_a_legend() -> None:
     assert shard_numbers(odd)[1] == [f"file {n}: {name}" for n, name in enumerate(odd, start=1)]
     swapped = [names[1], names[0], *names[2:]]
     assert len(shard_numbers(swapped)[1]) == 5
+
+
+def test_hash_on_a_terminal_shows_short_digests_and_whole_ones_piped() -> None:
+    piped = run("hash", TINY)
+    assert piped.returncode == 0, piped.stderr
+    whole = [line.split("  ", 1) for line in piped.stdout.splitlines()]
+    assert all(len(digest) == 64 for digest, _ in whole)  # as sha256sum prints
+    shown = on_terminal("hash", TINY, columns=80).splitlines()
+    assert shown[-1] == "(digests cut to 16 hex digits: --full or a pipe shows them whole)"
+    cut = [line.split("  ", 1) for line in shown[:-1]]
+    assert [digest for digest, _ in cut] == [digest[:16] for digest, _ in whole]
+    names = [name for _, name in cut]
+    assert names[:-2] == [name for _, name in whole][:-2]  # the tensors' and the file's
+    assert names[-2] == "(sha256 fingerprint of the 7 tensors)"
+    assert names[-1] == f"(sha256 of the 7 tensor digests of {TINY})"
+    # Every line fits 80 columns but the last, which names the SOURCE (here a long path).
+    assert all(len(line) <= 80 for line in shown[:-2] if TINY not in line)
+    full = on_terminal("hash", "--full", TINY, columns=80).splitlines()
+    assert full == piped.stdout.splitlines()

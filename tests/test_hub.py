@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,39 @@ def test_a_repository_of_one_file(hub: Any) -> None:
 def test_a_repository_without_a_checkpoint_says_what_was_tried(hub: Any) -> None:
     with pytest.raises(RemoteError, match=r"hf://org/empty/ has no model.safetensors.index.json"):
         read_checkpoint("hf://org/empty")
+
+
+def test_a_repository_the_hub_does_not_have_is_said_so(
+    hub: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mistyped (or private) repository: the Hub answers 404 with RepoNotFound for every
+    # file of it. That is said after the first request, not "it has no index and no file".
+    for name in ("model.safetensors.index.json", "model.safetensors"):
+        hub.hub_errors[f"org/typo/resolve/main/{name}"] = (404, "RepoNotFound")
+    with pytest.raises(RemoteError) as info:
+        read_checkpoint("hf://org/typo")
+    assert (info.value.status, info.value.code) == (404, "RepoNotFound")
+    message = str(info.value)
+    assert "no such repository, or it is private" in message
+    assert "HF_TOKEN" in message  # a token may be needed
+    assert "has no model.safetensors.index.json" not in message
+    assert len(hub.done(1)) == 1
+    # Pickled with its code (through its own __reduce__: tblib, which dask's tests install,
+    # pickles an exception's context too, and this one's is urllib's reply).
+    rebuild, arguments = info.value.__reduce__()
+    assert pickle.loads(pickle.dumps(rebuild(*arguments))).code == "RepoNotFound"
+    from safetensors_header._cli import main
+
+    assert main(["inspect", "hf://org/typo"]) == 1
+    err = capsys.readouterr().err
+    assert "no such repository, or it is private" in err
+    assert "has no model.safetensors.index.json" not in err
+
+
+def test_an_error_code_the_hub_does_not_send_is_none(hub: Any) -> None:
+    with pytest.raises(RemoteError) as info:
+        read_checkpoint("hf://org/empty")
+    assert info.value.code is None
 
 
 @pytest.mark.parametrize(

@@ -275,6 +275,11 @@ def test_validators_first_learned_after_a_416_are_held_to_the_header(
     header = read_header(site.url("m"))
     file = open_file(site.url("m"), header=header)
     site.files["m"] = SAME_HEADER
+    if validators == "last-modified":
+        # A date alone is not decisive: the header's bytes are read first, and the date of
+        # that reply is the new file's.
+        _changed(lambda: file.read_ranges([(len(ORIGINAL), 1)]))
+        return
     with pytest.raises(HeaderError) as caught:
         file.read_ranges([(len(ORIGINAL), 1)])
     assert caught.value.kind == "MetadataIncompleteBuffer"

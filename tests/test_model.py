@@ -9,6 +9,7 @@ worked out by hand below, from the shapes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import subprocess
@@ -480,11 +481,75 @@ def test_an_embedding_model() -> None:
     }
     info = describe(tensors)
     assert (info.kind, info.architecture) == ("embedding model", None)
-    assert claims(info) == {"embedding model": {"tensor names"}}
+    assert claims(info) == {"embedding model": {"tensor names"}, "buffers": {"tensor names"}}
     told = describe(tensors, config={"architectures": ["BertModel"], "num_hidden_layers": 6})
     assert (told.kind, told.architecture) == ("embedding model", "BertModel")
-    assert claims(told) == {"embedding model": {"tensor names", "config"}}
+    assert claims(told) == {
+        "embedding model": {"tensor names", "config"},
+        "buffers": {"tensor names"},
+    }
     assert told.inference is None
+
+
+def test_minilm_counts_its_parameters_not_its_position_ids() -> None:
+    # all-MiniLM-L6-v2: 22,713,728 elements stored, of which embeddings.position_ids' 512
+    # are a buffer; its model card (model.parameters()) counts 22,713,216.
+    from test_cli_diff import minilm
+
+    tensors: Layout = {**minilm(), "embeddings.position_ids": ("I64", [1, 512])}
+    info = describe(tensors)
+    assert sum(info.by_dtype[d].numel for d in info.by_dtype) == 22_713_728
+    assert (info.parameters, info.buffers, info.constants) == (22_713_216, 512, 0)
+    assert info.by_dtype["I64"].buffers == 512
+    assert info.by_dtype["I64"].parameters == 0
+    assert info.by_dtype["F32"].parameters == 22_713_216
+    buffers = [e for e in info.evidence if e.claim == "buffers"]
+    assert [e.detail for e in buffers] == ["1, not parameters: embeddings.position_ids"]
+    assert info.memory["BF16"] == 2 * 22_713_216  # the weights, buffers apart
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "buffer"),
+    [
+        ("h.0.attn.bias", [1, 1, 1024, 1024], True),  # GPT-2's causal mask
+        ("h.0.attn.masked_bias", [], True),
+        ("h.0.attn.c_attn.bias", [2304], False),  # a layer's bias
+        ("encoder.attn.bias", [768], False),  # a bias named attn.bias, a vector
+        ("model.layers.0.self_attn.rotary_emb.inv_freq", [64], True),
+        ("bn1.running_mean", [64], True),
+        ("bn1.running_var", [64], True),
+        ("bn1.num_batches_tracked", [], True),
+        ("embeddings.token_type_ids", [1, 512], True),
+        ("layers.0.blocks.0.attn.relative_position_index", [49, 49], True),
+        ("embeddings.position_embeddings.weight", [512, 384], False),
+    ],
+    ids=lambda value: str(value) if not isinstance(value, list) else "x".join(map(str, value)),
+)
+def test_buffers_are_counted_apart(name: str, shape: list[int], buffer: bool) -> None:
+    tensors: Layout = {"lm_head.weight": ("F32", [8, 4]), name: ("F32", shape)}
+    info = describe(tensors)
+    elements = math.prod(shape)
+    assert info.buffers == (elements if buffer else 0)
+    assert info.parameters == 32 + (0 if buffer else elements)
+
+
+def test_the_tree_shows_buffers_apart(tmp_path: Path) -> None:
+    from test_cli import run
+
+    from safetensors_header import write_file
+
+    path = tmp_path / "model.safetensors"
+    write_file(
+        str(path),
+        {
+            "embeddings.word_embeddings.weight": ("F32", [4, 2], bytes(32)),
+            "embeddings.position_ids": ("I64", [1, 4], bytes(32)),
+        },
+    )
+    result = run("inspect", "--tree", "--exact", str(path))
+    assert "  parameters: 8; buffers apart: 4" in result.stdout.splitlines()
+    document = json.loads(run("inspect", "--tree", "--json", str(path)).stdout)
+    assert (document["model"]["parameters"], document["model"]["buffers"]) == (8, 4)
 
 
 def test_a_diffusers_component() -> None:

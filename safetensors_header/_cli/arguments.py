@@ -102,8 +102,9 @@ examples:
   {PROG} validate --hashes manifest.json ./checkpoint-dir
 
 Each line: the digest of a tensor's bytes, two spaces, its name (as sha256sum writes); the
-last line, the digest of those digests in file order. The tensors are read through the
-data path, a few MiB at a time on every core.
+last line, the digest of those digests in file order. On a terminal the digests are cut to
+their first 16 hex digits, so that a line fits; --full, or a pipe, gives them whole. The
+tensors are read through the data path, a few MiB at a time on every core.
 
 exit status: 0 when every SOURCE was hashed, 1 when any was not, 2 for a usage error."""
 
@@ -111,15 +112,20 @@ exit status: 0 when every SOURCE was hashed, 1 when any was not, 2 for a usage e
 _DIFF_EPILOG: Final = f"""\
 examples:
   {PROG} diff model.safetensors model-fp16.safetensors
-  {PROG} diff ./base-model hf://ORG/MODEL
+  {PROG} diff --values ./base-model ./fine-tuned-model
+  {PROG} diff --stats ./base-model hf://ORG/MODEL
   {PROG} diff --json A B | jq '.changed[].name'
 
-Compares the headers alone: tensors added, removed and changed (dtype, shape, size), the
-files' __metadata__ keys added, removed and changed, and the totals per dtype of A and B.
-Where a tensor is stored (its shard, its offset) is not a difference.
+By default diff compares the headers alone: tensors added, removed and changed (dtype,
+shape, size), the files' __metadata__ keys added, removed and changed, and the totals per
+dtype of A and B. Two files whose tensors have the same names, dtypes and shapes are the
+same to it, whatever their values: --values also compares each tensor's bytes (a sha256 of
+each tensor on each side), and --stats says by how much the changed ones differ. Where a
+tensor is stored (its shard, its offset) is not a difference.
 
 exit status: 0 when A and B describe the same tensors (names, dtypes and shapes; metadata may
-differ), 1 when they do not, 2 when either cannot be read or for a usage error."""
+differ) and, with --values or --stats, hold the same values; 1 when they do not; 2 when
+either cannot be read or for a usage error."""
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -300,6 +306,11 @@ def _hash_arguments(hashing: argparse.ArgumentParser) -> None:
     hashing.add_argument(
         "--json", action="store_true", help="one manifest per SOURCE (for validate --hashes)"
     )
+    hashing.add_argument(
+        "--full",
+        action="store_true",
+        help="whole digests on a terminal too (cut to 16 hex digits there; piped, always whole)",
+    )
 
 
 def _diff_arguments(diff: argparse.ArgumentParser) -> None:
@@ -307,6 +318,19 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("b", metavar="B", help="the same, compared with A")
     diff.add_argument("--json", action="store_true", help="one JSON object")
     diff.add_argument("--wide", action="store_true", help=_WIDE_HELP)
+    diff.add_argument(
+        "--values",
+        action="store_true",
+        help="also compare the tensors' values: a sha256 of each tensor's bytes on each side "
+        "(reads every tensor; the default reads the headers alone)",
+    )
+    diff.add_argument(
+        "--stats",
+        action="store_true",
+        help="--values, and for each tensor whose values changed: how many elements differ, "
+        "the largest absolute and relative difference (reads those tensors again, a chunk at "
+        "a time; needs numpy)",
+    )
 
 
 # Each command: its one-line summary (in the list of commands), description, epilog, and

@@ -6,7 +6,7 @@ Layer: adapters (the command line).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .._core.header import TensorInfo, shown_shape
 from .documents import totals
@@ -22,6 +22,7 @@ from .output import (
     shown_source,
 )
 from .reading import Failure, Read, read_source
+from .values import ALGORITHM, SideFailure, ValueChange, changed_values, statistics_need
 
 __all__ = ["diff_sources"]
 
@@ -34,29 +35,48 @@ _SHOWN_DIFF_VALUE: Final = 60  # the same, in a diff's table of metadata
 
 
 def diff_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
-    sides = [_read_side(source, err, quiet=args.quiet) for source in (args.a, args.b)]
+    values = args.values or args.stats
+    if args.stats and (need := statistics_need()) is not None:
+        err.line(f"{PROG}: {need}")
+        return 2
+    sides = [
+        _read_side(source, err, quiet=args.quiet, opened=values) for source in (args.a, args.b)
+    ]
     for source, side in zip((args.a, args.b), sides, strict=True):
         if isinstance(side, Failure):
-            if args.json:
-                error = {"path": source, **side.document()}
-                out.json({"a": args.a, "b": args.b, "same_tensors": None, "error": error})
+            _fail(args, out, source, side)
             return 2
     a, b = sides
     assert isinstance(a, Read)
     assert isinstance(b, Read)
     difference = _Difference(a, b)
+    if values:
+        try:
+            with Progress(err, quiet=args.quiet) as progress:
+                difference.compare_values(statistics=args.stats, progress=progress.bytes)
+        except SideFailure as failed:
+            err.line(f"{PROG}: {shown_source(failed.source)}: {failed.failure.diagnosis()}")
+            _fail(args, out, failed.source, failed.failure)
+            return 2
     if args.json:
         out.json(difference.document())
     else:
         difference.write(out)
-    return 0 if difference.same_tensors else 1
+    return 0 if difference.same else 1
 
 
-def _read_side(source: str, err: Output, *, quiet: bool) -> Read | Failure:
+def _fail(args: argparse.Namespace, out: Output, source: str, failure: Failure) -> None:
+    """With --json, the one object: which side could not be read, and why."""
+    if args.json:
+        error = {"path": source, **failure.document()}
+        out.json({"a": args.a, "b": args.b, "same_tensors": None, "error": error})
+
+
+def _read_side(source: str, err: Output, *, quiet: bool, opened: bool) -> Read | Failure:
     """One side of a diff, or why it cannot be read (said on stderr)."""
     try:
         with Progress(err, quiet=quiet) as progress:
-            return read_source(source, "diff", progress=progress.shards)
+            return read_source(source, "diff", opened=opened, progress=progress.shards)
     except Failure as failure:
         err.line(f"{PROG}: {shown_source(source)}: {failure.diagnosis()}")
         return failure
@@ -102,10 +122,34 @@ class _Difference:
             k: (v, meta_b[k]) for k, v in meta_a.items() if k in meta_b and meta_b[k] != v
         }
         self.totals_a, self.totals_b = totals(tensors_a.values()), totals(tensors_b.values())
+        # With --values: the tensors of the same name, dtype and shape whose bytes differ.
+        self.values: list[ValueChange] | None = None
+        self.statistics = False
 
     @property
     def same_tensors(self) -> bool:
         return not (self.removed or self.added or self.changed)
+
+    @property
+    def same(self) -> bool:
+        """The exit status's question: the same tensors, and (with --values) the same bytes."""
+        return self.same_tensors and not self.values
+
+    @property
+    def compared(self) -> list[str]:
+        """The tensors whose values are compared: in both, with the same dtype and shape."""
+        changed = {before.name for before, _, _ in self.changed}
+        return [name for name in self.b.tensors if name in self.a.tensors and name not in changed]
+
+    def compare_values(
+        self, *, statistics: bool, progress: Callable[[int, int], object] | None
+    ) -> None:
+        """Hash both sides' tensors (and with `statistics`, compare the values of those that
+        differ); `SideFailure` says which side cannot be read."""
+        self.values = changed_values(
+            self.a, self.b, self.compared, statistics=statistics, progress=progress
+        )
+        self.statistics = statistics
 
     def document(self) -> dict[str, object]:
         return {
@@ -124,6 +168,14 @@ class _Difference:
                 "changed": {k: {"a": va, "b": vb} for k, (va, vb) in self.meta_changed.items()},
             },
             "totals": {"a": self.totals_a, "b": self.totals_b},
+            "same_values": None if self.values is None else not self.values,
+            "values": None
+            if self.values is None
+            else {
+                "algorithm": ALGORITHM,
+                "compared": len(self.compared),
+                "changed": [change.document() for change in self.values],
+            },
             "error": None,
         }
 
@@ -133,13 +185,25 @@ class _Difference:
                 f"{label}: {shown_source(read.source)} ({count(len(read.headers), 'file')}, "
                 f"{count(len(read.tensors), 'tensor')})"
             )
+        if self.values is None:
+            # The default, said where it is read: a header diff is blind to the values.
+            what = "(names, dtypes and shapes; values not compared: --values)"
+        else:
+            what = "(names, dtypes and shapes)"
         if self.same_tensors:
-            out.line(f"tensors: the same {len(self.a.tensors):,} (names, dtypes and shapes)")
+            out.line(f"tensors: the same {len(self.a.tensors):,} {what}")
         else:
             out.line(
                 f"tensors: {len(self.changed):,} changed, {len(self.added):,} added, "
                 f"{len(self.removed):,} removed"
             )
+        if self.values is not None:
+            compared = len(self.compared)
+            if self.values:
+                said = f"{len(self.values):,} of {compared:,} tensors changed"
+            else:
+                said = f"the same in all {compared:,} tensors compared"
+            out.line(f"values: {said} ({ALGORITHM} of each tensor's bytes)")
         metadata = (self.meta_changed, self.meta_added, self.meta_removed)
         if any(metadata):
             out.line(
@@ -149,6 +213,9 @@ class _Difference:
         else:
             out.line("metadata: the same")
         self._write_tensors(out)
+        if self.values:
+            out.line()
+            self._write_values(out, self.values)
         if any(metadata):
             out.line()
             self._write_metadata(out)
@@ -189,6 +256,38 @@ class _Difference:
             shrink=(1,),
             styles=[_STYLE[row[0]] for row in rows],
         )
+
+    def _write_values(self, out: Output, changes: list[ValueChange]) -> None:
+        """The tensors whose values changed: with --stats, by how much; else their digests."""
+        ordered = sorted(changes, key=lambda change: natural_key(change.name))
+        styles: list[str | None] = ["changed"] * len(ordered)
+        if not self.statistics:
+            digests = [
+                ("~", out.shown(c.name), f"{c.a[:_SHOWN_DIGEST]} -> {c.b[:_SHOWN_DIGEST]}")
+                for c in ordered
+            ]
+            heads: tuple[str, ...] = ("", "values changed", f"{ALGORITHM} a -> b")
+            columns(out, heads, digests, shrink=(1,), styles=styles)
+            return
+        rows: list[tuple[str, ...]] = []
+        for change in ordered:
+            found = change.statistics
+            if found is None:
+                rows.append(("~", out.shown(change.name), "", "", "", change.why_none or ""))
+                continue
+            differing = f"{found['differing']:,} of {found['elements']:,}"
+            rows.append(
+                (
+                    "~",
+                    out.shown(change.name),
+                    differing,
+                    _number(found["max_abs_diff"]),
+                    _number(found["max_rel_diff"]),
+                    f"{found['nonfinite']:,} NaN or inf" if found["nonfinite"] else "",
+                )
+            )
+        heads = ("", "values changed", "elements differing", "max abs diff", "max rel diff", "")
+        columns(out, heads, rows, right=(2, 3, 4), shrink=(1,), styles=styles)
 
     def _write_metadata(self, out: Output) -> None:
         def shown(value: str | None) -> str:
@@ -239,6 +338,12 @@ class _Difference:
 
 
 _STYLE: Final = {"~": "changed", "-": "removed", "+": "added"}
+_SHOWN_DIGEST: Final = 12  # hex digits of a digest in the text (--json has them whole)
+
+
+def _number(value: float | None) -> str:
+    """A difference for people: 4 significant digits; ``-`` for none (non-finite values)."""
+    return "-" if value is None else f"{value:.4g}"
 
 
 def _totals_row(dtype: str, side: str, totals: Mapping[str, int]) -> tuple[str, ...]:

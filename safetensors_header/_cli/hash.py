@@ -7,6 +7,7 @@ Layer: adapters (the command line).
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from .._core.rules import json_document
 from .._errors import HeaderError
@@ -30,6 +31,13 @@ _FINGERPRINT_LINE: Final = (
     "({algorithm} fingerprint of the {count:,} tensors: names, dtypes, shapes, bytes)"
 )
 _CONTENT_LINE: Final = "({algorithm} of the {count:,} tensor digests of {source})"
+_SHORT_DIGEST: Final = 16  # hex digits of a digest shown on a terminal (64 bits)
+_SHORT_LEGEND: Final = (
+    f"(digests cut to {_SHORT_DIGEST} hex digits: --full or a pipe shows them whole)"
+)
+# On a terminal, the fingerprint's line without what it covers (docs/integrity.md says it):
+# the line fits 80 columns.
+_SHORT_FINGERPRINT_LINE: Final = "({algorithm} fingerprint of the {count:,} tensors)"
 _HOW_TO_WRITE: Final = (
     "write one with `safetensors-header hash --json SOURCE > manifest.json` "
     "(hash's plain output is read too, whole)"
@@ -50,20 +58,33 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
         if args.json:
             out.json({"path": source, **hashes.manifest(), "error": None})
             continue
+        # On a terminal, digests cut short so that a line fits (a sha256 is 64 digits);
+        # piped, whole, as sha256sum writes them (and as validate --hashes reads them).
+        short = out.tty and not args.full
+        shown = partial(_shown_digest, short=short)
+
         algorithm, count = hashes.algorithm, len(hashes.tensors)
         # Names escaped as every row escapes them (`Output.shown`): `_plain_manifests` reads
         # them back (`_unescaped`).
-        out.lines(f"{digest}  {out.shown(name)}" for name, digest in hashes.tensors.items())
+        out.lines(f"{shown(digest)}  {out.shown(name)}" for name, digest in hashes.tensors.items())
         out.lines(
-            f"{digest}  {_FILE_LINE.format(algorithm=algorithm, name=name)}"
+            f"{shown(digest)}  {_FILE_LINE.format(algorithm=algorithm, name=name)}"
             for name, digest in hashes.files.items()
         )
+        fingerprint = _SHORT_FINGERPRINT_LINE if short else _FINGERPRINT_LINE
         out.line(
-            f"{hashes.fingerprint}  {_FINGERPRINT_LINE.format(algorithm=algorithm, count=count)}"
+            f"{shown(hashes.fingerprint)}  " + fingerprint.format(algorithm=algorithm, count=count)
         )
         line = _CONTENT_LINE.format(algorithm=algorithm, count=count, source=shown_source(source))
-        out.line(f"{hashes.content}  {line}")
+        out.line(f"{shown(hashes.content)}  {line}")
+        if short:
+            out.line(_SHORT_LEGEND)
     return status
+
+
+def _shown_digest(digest: str | None, *, short: bool) -> str:
+    assert digest is not None
+    return digest[:_SHORT_DIGEST] if short else digest
 
 
 def hashes_of(

@@ -88,6 +88,8 @@ def model_lines(out: Output, info: ModelInfo, *, exact: bool) -> None:
     packed = sum(q.parameters for q in info.quantization)
     if packed:
         counted += f" ({many(packed)} of them quantized), constants apart: {many(info.constants)}"
+    if info.buffers:
+        counted += f"; buffers apart: {many(info.buffers)}"
     if info.tied:
         counted += f"; tied, not stored: {', '.join(info.tied)}"
     say(counted)

@@ -387,9 +387,9 @@ def json_document(raw: bytes | str) -> Any:
     value, or ValueError (json's, UnicodeDecodeError, or one for a document that nests
     deeper than `MAX_DEPTH` arrays and objects, refused before json reads it: its reader
     recurses, and would raise RecursionError)."""
-    import json
 
-    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    # (bytes in any of the encodings json.loads takes: UTF-8 with or without a BOM, UTF-16, 32)
+    text = raw.decode(json.detect_encoding(raw), "surrogatepass") if isinstance(raw, bytes) else raw
     if nested_deeper_than(text, MAX_DEPTH):
         raise ValueError(f"it nests deeper than {MAX_DEPTH} arrays and objects")
     return json.loads(text)

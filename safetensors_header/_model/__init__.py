@@ -18,7 +18,7 @@ keys or config entries it rests on. `describe` puts the pieces together:
 from __future__ import annotations
 
 from .._core.fileformat import DTYPE_BITS
-from .kinds import kind_of, lora_adapter, tied_weights
+from .kinds import buffers, kind_of, lora_adapter, tied_weights
 from .memory import WIDTHS, inference_estimate
 from .records import (
     Adapter,
@@ -81,13 +81,20 @@ def describe(
     kind, architecture = kind_of(tensors, files, config, adapter, said)
     quantized = tuple(quantizations(schemes, quantization, said))
     tied = tied_weights(tensors, config, said) if kind == "model" else ()
+    state = set(buffers(tensors, said)) if adapter is None else set()
+    # Per dtype: tensors, elements, parameters, constants, bytes, buffers.
     by_dtype: dict[str, list[int]] = {}
     for name, dtype, _, numel, nbytes in tensors.values():
         count = counts[name]
-        row = by_dtype.setdefault(dtype, [0, 0, 0, 0, 0])
+        row = by_dtype.setdefault(dtype, [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[1] += numel
-        row[2 if not count.constant else 3] += count.parameters
+        if count.constant:
+            row[3] += count.parameters
+        elif name in state:
+            row[5] += count.parameters
+        else:
+            row[2] += count.parameters
         row[4] += nbytes
     parameters = sum(row[2] for row in by_dtype.values())
     constants = sum(row[3] for row in by_dtype.values())
@@ -121,4 +128,5 @@ def describe(
         memory,
         inference,
         tuple(said.notes),
+        sum(row[5] for row in by_dtype.values()),
     )

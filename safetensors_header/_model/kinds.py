@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .records import Adapter
 
-__all__ = ["kind_of", "lora_adapter", "tied_weights"]
+__all__ = ["buffers", "kind_of", "lora_adapter", "tied_weights"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -52,6 +52,47 @@ _DIFFUSERS: Final = frozenset(
 )
 # An encoder's word embeddings, at the top level (a base model saved without a head).
 _TOP_EMBEDDINGS: Final = ("embeddings.word_embeddings.weight", "embed_tokens.weight", "wte.weight")
+
+
+# The last part of the name of a buffer that transformers' and torch's modules register and
+# save (`register_buffer`, persistent): state, not a parameter, so that `model.parameters()`,
+# which model cards count, leaves it out. (GPT-2's `attn.bias`, its causal mask, is told from
+# a bias by its shape: `_is_causal_mask`.)
+_BUFFERS: Final = frozenset(
+    {
+        "position_ids",  # BERT's, RoBERTa's, CLIP's embeddings
+        "token_type_ids",
+        "inv_freq",  # rotary embeddings
+        "masked_bias",  # GPT-2's
+        "running_mean",  # BatchNorm's
+        "running_var",
+        "num_batches_tracked",
+        "relative_position_index",  # Swin's, BEiT's
+    }
+)
+
+
+def buffers(tensors: dict[str, Tensor], said: Said) -> list[str]:
+    """The tensors that are buffers a module saved, not parameters (`_BUFFERS`)."""
+    found = [
+        name
+        for name, (_, _, shape, _, _) in tensors.items()
+        if name.rsplit(".", 1)[-1] in _BUFFERS or _is_causal_mask(name, shape)
+    ]
+    if found:
+        said("buffers", "tensor names", f"{len(found):,}, not parameters: {_examples(found)}")
+    return found
+
+
+def _is_causal_mask(name: str, shape: tuple[int, ...]) -> bool:
+    """GPT-2's ``attn.bias``: a lower-triangular mask ``[1, 1, n, n]``, not an attention
+    layer's bias (a vector)."""
+    return (
+        name.endswith("attn.bias")
+        and len(shape) == 4
+        and shape[:2] == (1, 1)
+        and shape[2] == shape[3]
+    )
 
 
 def _examples(names: list[str]) -> str:

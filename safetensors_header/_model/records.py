@@ -104,28 +104,37 @@ class DtypeParameters:
     Attributes:
         tensors: How many.
         numel: Their elements as stored (what a raw count says: an I32 of GPTQ holds 8).
-        parameters: The parameters they hold, unpacked (constants left out).
+        parameters: The parameters they hold, unpacked (constants and buffers left out).
         constants: The elements of quantization constants among them.
         nbytes: Their bytes.
+        buffers: The elements of buffers among them (`ModelInfo.buffers`).
     """
 
-    __slots__ = ("tensors", "numel", "parameters", "constants", "nbytes")  # noqa: RUF023
+    __slots__ = ("tensors", "numel", "parameters", "constants", "nbytes", "buffers")  # noqa: RUF023
 
     tensors: int
     numel: int
     parameters: int
     constants: int
     nbytes: int
+    buffers: int
 
-    def __init__(
-        self, tensors: int, numel: int, parameters: int, constants: int, nbytes: int
+    def __init__(  # noqa: PLR0917 - the fields, in order
+        self,
+        tensors: int,
+        numel: int,
+        parameters: int,
+        constants: int,
+        nbytes: int,
+        buffers: int = 0,
     ) -> None:
-        set_fields(self, DtypeParameters, (tensors, numel, parameters, constants, nbytes))
+        fields = (tensors, numel, parameters, constants, nbytes, buffers)
+        set_fields(self, DtypeParameters, fields)
 
     def __repr__(self) -> str:
         return (
             f"<DtypeParameters {self.tensors:,} tensors, parameters={self.parameters:,}, "
-            f"constants={self.constants:,}, nbytes={self.nbytes:,}>"
+            f"constants={self.constants:,}, buffers={self.buffers:,}, nbytes={self.nbytes:,}>"
         )
 
 
@@ -262,9 +271,10 @@ class ModelInfo:
         quantization: The schemes of its weights, the most parameters first; ``()`` when
             none is.
         adapter: A LoRA adapter's ranks and targets, else ``None``.
-        parameters: The parameters as a model card counts them: every tensor's elements,
-            a packed weight's unpacked (so a quantized model counts what it had before),
-            quantization constants left out, tied weights once.
+        parameters: The parameters as a model card counts them (``model.parameters()``):
+            every tensor's elements, a packed weight's unpacked (so a quantized model counts
+            what it had before), quantization constants and buffers left out, tied weights
+            once.
         constants: The elements of the quantization constants (scales, zero points, group
             indices, quant states), counted apart.
         by_dtype: Stored dtype -> its tensors' counts, in order of the dtypes' names.
@@ -277,6 +287,11 @@ class ModelInfo:
         inference: The estimate for a context and batch, when a config gives the layers and
             heads; else ``None`` (`notes` says why).
         notes: What could not be told, and why.
+        buffers: The elements of the buffers saved beside the weights: state a module
+            registers, not parameters (``position_ids``, ``token_type_ids``, rotary
+            ``inv_freq``, GPT-2's causal mask ``attn.bias`` and ``attn.masked_bias``,
+            BatchNorm's ``running_mean``, ``running_var`` and ``num_batches_tracked``),
+            counted apart, as ``model.parameters()`` leaves them out.
     """
 
     __slots__ = (  # noqa: RUF023 - the fields, in order
@@ -293,6 +308,7 @@ class ModelInfo:
         "memory",
         "inference",
         "notes",
+        "buffers",
     )
 
     kind: str
@@ -308,6 +324,7 @@ class ModelInfo:
     memory: Mapping[str, int]
     inference: Inference | None
     notes: tuple[str, ...]
+    buffers: int
 
     def __init__(  # noqa: PLR0917 - the fields, in order
         self,
@@ -324,6 +341,7 @@ class ModelInfo:
         memory: Mapping[str, int],
         inference: Inference | None,
         notes: tuple[str, ...],
+        buffers: int = 0,
     ) -> None:
         fields = (
             kind,
@@ -339,6 +357,7 @@ class ModelInfo:
             MappingProxyType(dict(memory)),
             inference,
             notes,
+            buffers,
         )
         set_fields(self, ModelInfo, fields)
 

@@ -236,7 +236,8 @@ def read_header(
     """Read and validate the header of a safetensors file.
 
     Args:
-        source: One of
+        source: One of:
+
             * an ``http://`` or ``https://`` URL (a ``str``): read with HTTP Range requests,
               one when ``8 + N <= first_read``, else one more for exactly the missing bytes
               (redirects followed; a server that ignores Range is read only as far as the

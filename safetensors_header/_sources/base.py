@@ -35,7 +35,7 @@ from .identity import identity_of, make_identity
 from .options import LOCAL_GAP
 from .planning import allocate, check_known_end, cut_out, joined, past_the_end
 
-__all__ = ["RangeFile", "Restart", "ShortRead", "changed", "header_of"]
+__all__ = ["RangeFile", "Restart", "ShortRead", "changed", "decisive", "header_of"]
 __all__ += ["read_from"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -124,6 +124,13 @@ class RangeFile:
         return None
 
     @property
+    def place(self) -> str:
+        """Where the file is, for its identity (`FileIdentity.location`): what `same_place`
+        compares. A local file's absolute path; a URL with its query as a digest; else
+        `shown`."""
+        return self.shown
+
+    @property
     def name(self) -> str:
         """The file's name: the last part of its path."""
         return self.shown.rsplit("/", 1)[-1]
@@ -202,26 +209,27 @@ class RangeFile:
         """Whether `location` (a `FileIdentity`'s) is where this file is, however either
         was spelled. Backends whose locations have several spellings (a local path, a URL)
         compare them in a normal form."""
-        return location == self.shown
+        return location == self.place
 
     def confirm(self, header: Header, clock: Clock) -> None:
         """`expect` `header`, and where the file's validators cannot decide that it is the
-        file the header was read from, compare the header's bytes with the file's now: one
-        read of ``8 + N`` bytes. They cannot decide where the source gave none (bytes, a
-        file object of memory, a server without ETag or Last-Modified), or where the header
-        was read from another location (a copy: its validators are another file's)."""
+        file the header was read from, hold it to the header's bytes: they are read again
+        (``8 + N`` bytes) and compared before the first read of data (`check_again`). They
+        cannot decide where the header has no identity (`parse_header`'s), where it was read
+        from another place (a copy: its validators are another file's), or where its source
+        gave none that are decisive (bytes, a file object of memory, a server with no strong
+        ETag: `decisive`)."""
         self.expect(header)
         if self.needs_header_bytes(header):
-            self.check_header_bytes(header, self.read(0, header.data_start, clock))
-            self.recheck = None
+            self.recheck = header
 
     def needs_header_bytes(self, header: Header) -> bool:
-        """Whether `header` given for this file is held to its bytes (`confirm`): a header
-        with an identity, unless its validators are this very location's."""
+        """Whether `header` given for this file is held to its bytes (`confirm`): unless its
+        identity's validators are decisive and this very place's."""
         identity = identity_of(header)
         if identity is None:
-            return False  # `parse_header`'s: its size alone (docs/errors.md says so)
-        return not (identity.validators and self.same_place(identity.location))
+            return True
+        return not (decisive(identity.validators) and self.same_place(identity.location))
 
     def check_header_bytes(self, header: Header, data: bytes | memoryview) -> None:
         """``FileChanged`` unless `data`, this file's first bytes, are those `header` was
@@ -237,7 +245,8 @@ class RangeFile:
         elif not differs:
             try:
                 again = parse_header(
-                    bytes(memoryview(data)[: header.data_start]), file_size=self.size
+                    bytes(memoryview(data)[: header.data_start]),
+                    file_size=None if header.file_size is None else self.size,
                 )
             except HeaderError:
                 differs = True
@@ -258,8 +267,18 @@ class RangeFile:
         with _RECHECK:
             header = self.recheck
             if header is not None:
-                self.check_header_bytes(header, self.read(0, header.data_start, clock))
+                self.check_header_bytes(header, self._read_again(header.data_start, clock))
                 self.recheck = None
+
+    def _read_again(self, count: int, clock: Clock) -> bytes:
+        """The file's first `count` bytes (fewer where it ends), read as data is: a file
+        replaced meanwhile is the error it is (never a header read started afresh)."""
+        buffer = bytearray(count)
+        try:
+            self.read_into([(0, count, [(0, memoryview(buffer))])], clock)
+        except ShortRead as short:
+            return bytes(memoryview(buffer)[: max(short.end, 0)])
+        return bytes(buffer)
 
     def _against_expected(self, size: int | None, validators: Validators | None) -> None:
         header = self.expected
@@ -448,9 +467,9 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     finally:
         file.release()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
-    if not file.validators and file.can_seek():
+    if not decisive(file.validators or ()) and file.can_seek():
         file.recheck = header  # nothing else would tell another file from this one
-    return read_from(header, data, file.shown, file.size, file.validators or ())
+    return read_from(header, data, file.place, file.size, file.validators or ())
 
 
 def read_from(
@@ -491,6 +510,24 @@ def changed(shown: str, what: str) -> HeaderError:
         "FileChanged",
         f"{shown} changed between two reads ({what}): its header and its data would be of "
         "two different files; read it again",
+    )
+
+
+#: Validators that say when a file changed, not which bytes it holds: a second's date (two
+#: files written in one second share it), a creation time. A weak ETag (``W/"..."``) is one
+#: too (RFC 9110: unfit for ranges).
+_WEAK_VALIDATORS: Final = frozenset(
+    {"last-modified", "last_modified", "LastModified", "mtime", "created"}
+)
+
+
+def decisive(validators: Validators) -> bool:
+    """Whether `validators` tell one file's bytes from another's: a strong ETag, an object's
+    version or ETag, the Hub's sha256, a local file's inode and times; not a date alone, nor
+    a weak ETag. A source without decisive validators has its header's bytes compared."""
+    return any(
+        name not in _WEAK_VALIDATORS and not (isinstance(value, str) and value.startswith("W/"))
+        for name, value in validators
     )
 
 

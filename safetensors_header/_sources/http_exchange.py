@@ -592,11 +592,15 @@ class Exchange:
         # The Hugging Face Hub says which of its errors it is (the code only: the server's
         # own message never reaches a terminal).
         code = headers.get("X-Error-Code", "") if headers is not None else ""
-        hint = hub_hint(str(code)) or _HINTS.get(status)
+        known = hub_hint(str(code))
+        hint = known or _HINTS.get(status)
         message = f"HTTP {status} {phrase} for {where}" + (f": {hint}" if hint else "")
         if status in (429, 503):
             return RateLimited(message, url=self.shown, status=status, wait=retry_after(headers))
-        return RemoteError(message, url=self.shown, status=status)
+        # (A code the hints know, only: the server's own text is kept from the record too.)
+        return RemoteError(
+            message, url=self.shown, status=status, code=str(code) if known else None
+        )
 
     def _content_length(self, response: http.client.HTTPResponse) -> int | None:
         """The Content-Length: None when absent, RemoteError unless a plain byte count."""

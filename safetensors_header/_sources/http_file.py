@@ -61,7 +61,7 @@ from .hub import linked_sha256
 from .options import REMOTE_GAP
 from .planning import parts, streams, with_segments
 from .threads import run_parallel
-from .urls import beside, credentials, normal_url, redact, signed_until
+from .urls import beside, credentials, normal_url, redact, signed_until, url_place
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -123,10 +123,16 @@ class HttpFile(RangeFile):
     def location(self) -> str:
         return self.given
 
+    @property
+    def place(self) -> str:
+        """The URL given, as `urls.url_place` makes it a place (a query as a digest)."""
+        return url_place(self.url)
+
     def same_place(self, location: str) -> bool:
         """The same URL, compared in its normal form (RFC 3986: ``/./m`` and ``/%6d`` are
         ``/m``; scheme and host in any case; the default port or none)."""
-        return location == self.shown or normal_url(location) == normal_url(self.shown)
+        place = self.place
+        return location == place or normal_url(location) == normal_url(place)
 
     @property
     def if_range(self) -> str | None:

@@ -188,8 +188,10 @@ def failure_reason(error: BaseException) -> str:
 
 
 def linked_identity(hops: Iterable[Message]) -> tuple[Validators, int | None] | None:
-    """What the last redirect that named the file said of it: its `LINKED` validators and
-    its ``X-Linked-Size`` (None: no redirect named it)."""
+    """What the last redirect that named the file said of it: its `LINKED` validators (its
+    sha256 alone where the redirect gave one: a Xet hash that appears or goes away, as a
+    repository moves to Xet storage, is not another file) and its ``X-Linked-Size`` (None: no
+    redirect named it)."""
     found = None
     for headers in hops:
         validators = tuple(
@@ -197,6 +199,8 @@ def linked_identity(hops: Iterable[Message]) -> tuple[Validators, int | None] | 
             for name in LINKED
             if (value := headers.get(name)) is not None
         )
+        if len(validators) > 1 and validators[0][0] == "x-linked-etag":
+            validators = validators[:1]
         if validators:
             size = headers.get("X-Linked-Size", "")
             found = (validators, int(size) if CONTENT_LENGTH.fullmatch(size.strip()) else None)

@@ -6,9 +6,11 @@ holds later reads to it is `base.RangeFile`'s (`identify`, `confirm`).
 
 from __future__ import annotations
 
+import os
+
 from .._core.records import frozen_record, set_fields
 
-__all__ = ["FileIdentity", "identity_of", "make_identity"]
+__all__ = ["FileIdentity", "absolute", "identity_of", "make_identity", "same_path"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -87,3 +89,22 @@ def identity_of(header: Header) -> FileIdentity | None:
     whose identity another reader attached)."""
     identity = header.identity
     return identity if type(identity) is FileIdentity else None
+
+
+def absolute(path: str | os.PathLike[str] | os.PathLike[bytes]) -> str:
+    """A local file's place: `path` made absolute against the working directory as it is now
+    (no link resolved: `same_path` resolves both sides when it compares)."""
+    text = path if type(path) is str else os.fsdecode(path)
+    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
+
+
+def same_path(location: str, path: str) -> bool:
+    """Whether two absolute paths reach the same place, links resolved (now)."""
+    if location == path:
+        return True
+    try:
+        return os.path.normcase(os.path.realpath(location)) == os.path.normcase(
+            os.path.realpath(path)
+        )
+    except (OSError, ValueError):  # a path the system cannot resolve (a NUL in it)
+        return False

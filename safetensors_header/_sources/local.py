@@ -19,7 +19,7 @@ from .._core.header import set_identity
 from .._core.parse import parse_file_start, parse_header
 from .._errors import HeaderError
 from .base import RangeFile, ShortRead, header_of
-from .identity import make_identity
+from .identity import absolute, make_identity, same_path
 from .options import LOCAL_GAP
 from .planning import cut
 from .streams import StreamFile, read_at_most, stat_validators
@@ -115,9 +115,9 @@ def read_path(path: str | os.PathLike[str] | os.PathLike[bytes], limit: int) -> 
 def _path_identity(
     path: str | os.PathLike[str] | os.PathLike[bytes], status: os.stat_result
 ) -> FileIdentity:
-    """The identity of the file at `path`, as `status` (its ``fstat``) says."""
-    location = path if type(path) is str else os.fsdecode(path)
-    return make_identity(location, status.st_size, stat_validators(status))
+    """The identity of the file at `path`, as `status` (its ``fstat``) says: its place the
+    absolute path (a relative one is the working directory's now, not when it is compared)."""
+    return make_identity(absolute(path), status.st_size, stat_validators(status))
 
 
 def header_at(descriptor: int, size: int, limit: int) -> Header | None:
@@ -201,17 +201,15 @@ class PathFile(RangeFile):
         self.prepare()
         return os.fsdecode(self.path) if self.seekable else None
 
+    @property
+    def place(self) -> str:
+        """The absolute path (`absolute`)."""
+        return absolute(self.path)
+
     def same_place(self, location: str) -> bool:
         """The same path, however spelled (``./m``, absolute, through links): both resolved
         now. (The same device and inode is the same file too: `RangeFile.identify`.)"""
-        if location == self.shown:
-            return True
-        try:
-            return os.path.normcase(os.path.realpath(location)) == os.path.normcase(
-                os.path.realpath(os.fsdecode(self.path))
-            )
-        except (OSError, ValueError):  # a path the system cannot resolve (a NUL in it)
-            return False
+        return same_path(location, self.place)
 
     def __getstate__(self) -> dict[str, Any]:
         # The resolved folder is worked out again where the file is unpickled.
@@ -263,7 +261,7 @@ class PathFile(RangeFile):
         finally:
             if descriptor >= 0:
                 os.close(descriptor)
-        set_identity(header, make_identity(self.shown, self.size, self.validators or ()))
+        set_identity(header, make_identity(self.place, self.size, self.validators or ()))
         return header
 
     def prepare(self) -> None:

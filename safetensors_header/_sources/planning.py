@@ -187,20 +187,34 @@ def check_fits(count: int) -> None:
 
 @cache
 def memory_limit() -> int | None:
-    """The machine's memory and swap in bytes (None where the system does not say)."""
+    """The memory and swap this process may use, in bytes: the machine's, or its control
+    group's where that is less (a container's ``memory.max`` and ``memory.swap.max``); None
+    where the system does not say."""
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):  # (Windows has no sysconf)
         return None
-    swap = 0
+    if physical <= 0:
+        return None
+    swap = _number("/proc/meminfo", b"SwapTotal:", 1024) or 0  # (not Linux: memory alone)
+    group = _number("/sys/fs/cgroup/memory.max")
+    if group is not None:
+        group_swap = _number("/sys/fs/cgroup/memory.swap.max")
+        return min(physical + swap, group + (swap if group_swap is None else group_swap))
+    return physical + swap
+
+
+def _number(path: str, key: bytes = b"", unit: int = 1) -> int | None:
+    """The number a system file holds (after `key`, on its line, in `unit` bytes); None
+    where there is no such file or number (``max``: no limit)."""
     try:
-        with open("/proc/meminfo", "rb") as info:
-            for line in info:
-                if line.startswith(b"SwapTotal:"):
-                    swap = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):  # not Linux: the memory alone
+        with open(path, "rb") as file:
+            for line in file:
+                if line.startswith(key):
+                    return int(line[len(key) :].split()[0]) * unit
+    except (OSError, ValueError, IndexError):
         pass
-    return physical + swap if physical > 0 else None
+    return None
 
 
 def check_known_end(ranges: Sequence[tuple[int, int]], size: int | None) -> None:

@@ -13,6 +13,7 @@ import io
 import os
 
 from .base import RangeFile, ShortRead
+from .identity import absolute, same_path
 from .options import LOCAL_GAP
 
 __all__ = ["BufferFile", "StreamFile", "read_at_most", "stat_validators"]
@@ -50,6 +51,19 @@ class StreamFile(RangeFile):
         self.position = 0  # of a stream that cannot seek: how far it has been read
         self._ahead = b""  # bytes read past what was asked, from a read(n) longer than n
         self._readinto = getattr(stream, "readinto", None) if _readinto_is_read(stream) else None
+
+    @property
+    def place(self) -> str:
+        """A file object of a named local file: its absolute path (so that the path and
+        the file object are one place); else `shown`."""
+        name = getattr(self.stream, "name", None)
+        if isinstance(name, (str, bytes)) and _descriptor_validators(self.stream)[0]:
+            return absolute(os.fsdecode(name))
+        return self.shown
+
+    def same_place(self, location: str) -> bool:
+        place = self.place
+        return location == place if place == self.shown else same_path(location, place)
 
     def first_read_size(self) -> int:
         return 8  # exactly the header's bytes: a stream's data stays in it for its reader

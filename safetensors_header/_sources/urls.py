@@ -168,6 +168,47 @@ def beside(location: str, name: str) -> str:
     return os.path.join(os.path.dirname(location), name)
 
 
+def url_place(url: str) -> str:
+    """A URL as a file's place (`FileIdentity.location`): `redact`'s, but for a query that
+    names something other than a signature (``?file=a``), which stands as a digest of it
+    (two queries of one path may be two files). A signature's parameters (S3's, Google's,
+    CloudFront's, Azure's) are left out: a URL signed again is the same place."""
+    shown = redact(url)
+    query = url.partition("?")[2].partition("#")[0]
+    if not query:
+        return shown
+    from urllib.parse import parse_qsl, urlencode
+
+    kept = sorted(
+        (name, value)
+        for name, value in parse_qsl(query, keep_blank_values=True)
+        if not _is_signature(name.lower())
+    )
+    base = shown.partition("?")[0]
+    if not kept:
+        return base
+    import hashlib
+
+    digest = hashlib.sha256(urlencode(kept).encode()).hexdigest()[:16]
+    return f"{base}?<query {digest}>"
+
+
+# A signed URL's own parameters (S3's and Google's X-Amz-*/X-Goog-*, CloudFront's, an Azure
+# SAS's): what signing again changes.
+_SIGNATURE_PREFIXES: Final = ("x-amz-", "x-goog-")
+_SIGNATURE_NAMES: Final = frozenset(
+    (
+        *("signature", "expires", "key-pair-id", "policy", "awsaccesskeyid", "googleaccessid"),
+        *("sig", "se", "st", "sp", "sv", "sr", "spr", "sip", "si", "ss", "srt"),
+        *("skoid", "sktid", "skt", "ske", "sks", "skv"),
+    )
+)
+
+
+def _is_signature(name: str) -> bool:
+    return name.startswith(_SIGNATURE_PREFIXES) or name in _SIGNATURE_NAMES
+
+
 def signed_until(url: str) -> float | None:
     """When the signature in `url`'s query expires (seconds since the epoch), where the query
     says so, else None: ``Expires`` (CloudFront's signed URLs, as the Hub's CDN gives them;
