@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._hashes import TensorHashes, hash_tensors, verify_tensors
     from ._model import Adapter, DtypeParameters, Evidence, Inference, ModelInfo, Quantization
-    from ._plan import TENSOR_PARALLEL, PlannedTensor, ReadPlan, Split, plan_reads, split_tensors
+    from ._plan import Parts, PlannedTensor, ReadPlan, Split, plan_reads
+    from ._ranks import plan_rank, split_tensors
     from ._sources.hub import hub_url
     from ._sources.transport import Transport
     from ._verify import FileCheck, published_sha256, verify_files
@@ -65,8 +66,9 @@ _LAZY = {
     "ReadPlan": "_plan",
     "Split": "_plan",
     "plan_reads": "_plan",
-    "split_tensors": "_plan",
-    "TENSOR_PARALLEL": "_plan",
+    "split_tensors": "_ranks",
+    "Parts": "_plan",
+    "plan_rank": "_ranks",
     "Transport": "_sources.transport",
     "encode_header": "_encode",
     "update_metadata": "_writer",
@@ -98,7 +100,6 @@ __all__ = [
     "FINDING_KINDS",
     "KINDS",
     "MAX_HEADER_SIZE",
-    "TENSOR_PARALLEL",
     "Adapter",
     "Checkpoint",
     "Dtype",
@@ -112,6 +113,7 @@ __all__ = [
     "HeaderError",
     "Inference",
     "ModelInfo",
+    "Parts",
     "PlannedTensor",
     "Quantization",
     "ReadPlan",
@@ -132,6 +134,7 @@ __all__ = [
     "hub_url",
     "open_file",
     "parse_header",
+    "plan_rank",
     "plan_reads",
     "published_sha256",
     "read_checkpoint",

@@ -22,18 +22,18 @@ import fnmatch
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 
 from ._checkpoint import files_of
 from ._core.fileformat import DTYPE_BITS
 from ._core.geometry import selected
 from ._core.records import frozen_record, set_fields
-from ._fetch import SafetensorsFile, read_planned
-from ._runs import Requests, Runs, blocks_of, joined_blocks, request_blocks, shown
+from ._fetch import SafetensorsFile
+from ._runs import Requests, Runs, blocks_of, crowded, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
-from ._sources.planning import allocate, check_fits, with_segments
+from ._sources.planning import allocate, check_fits
+from ._staging import STAGE_BELOW, STAGE_PART, execute
 
-__all__ = ["TENSOR_PARALLEL", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "split_tensors"]
+__all__ = ["Parts", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "planned"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 
     from ._core.header import TensorInfo
     from ._runs import Block
-    from ._sources.planning import Read
+    from ._sources.planning import Segment
     from ._sources.transport import Transport
+    from ._staging import Strided
 
     #: What is read of one tensor: ``None`` (all of it), a `Split`, or a numpy basic index.
     Selection: TypeAlias = object
@@ -53,32 +54,7 @@ if TYPE_CHECKING:
 
 _SKIP: Final = object()  # a callable's answer for a tensor not read
 
-#: Megatron-style tensor parallelism by name (first match wins): the row-parallel layers
-#: (attention output, MLP down projection) split along their input axis 1, their biases and
-#: every norm whole on each rank; anything else (column-parallel layers, embeddings, the
-#: LM head) split along axis 0 (`split_tensors`' ``default_axis``).
-TENSOR_PARALLEL: Final[Mapping[str, int | None]] = MappingProxyType(
-    {
-        "*norm*": None,
-        "*.o_proj.bias": None,
-        "*.down_proj.bias": None,
-        "*.out_proj.bias": None,
-        "*.dense_4h_to_h.bias": None,
-        "*.attention.dense.bias": None,
-        "*.o_proj.weight": 1,
-        "*.down_proj.weight": 1,
-        "*.out_proj.weight": 1,
-        "*.dense_4h_to_h.weight": 1,
-        "*.attention.dense.weight": 1,
-        "*.fc2.weight": 1,
-        "*.w2.weight": 1,
-        "*.wo.weight": 1,
-    }
-)
 _SHOWN_FILES: Final = 8  # files a plan's summary lists
-# A request whose runs average less than this is read into a staging buffer, then copied.
-_STAGE_BELOW: Final = 64 << 10
-_STAGED_AT_ONCE: Final = 16  # staged requests in flight (each at most part_size bytes)
 
 
 @frozen_record()
@@ -121,6 +97,48 @@ class Split:
 
 
 @frozen_record()
+class Parts:
+    """Part `rank` of `world` of a fused tensor (a QKV, a gate and up projection in one):
+    each of its `parts` along `axis` split as `Split` cuts it (or whole on every rank, where
+    its ``split`` is False), the rank's pieces joined along `axis` in order.
+
+    Attributes:
+        parts: ``(size, split)`` pairs: the parts' sizes along `axis`, in order (their sum
+            is the tensor's size there), and whether each is split.
+    """
+
+    __slots__ = ("rank", "world", "axis", "parts")  # noqa: RUF023 - the fields, in order
+
+    rank: int
+    world: int
+    axis: int
+    parts: tuple[tuple[int, bool], ...]
+
+    def __init__(self, rank: int, world: int, axis: int, parts: Iterable[tuple[int, bool]]) -> None:
+        Split(rank, world, axis)  # the same checks
+        pairs = tuple((operator.index(size), bool(split)) for size, split in parts)
+        if not pairs or any(size < 0 for size, _ in pairs):
+            raise ValueError(f"parts must be (size >= 0, split) pairs, not {pairs!r}")
+        set_fields(self, Parts, (operator.index(rank), operator.index(world), axis, pairs))
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """``[start, stop)`` along `axis` of each of the rank's pieces, in order."""
+        pieces, at = [], 0
+        for size, split in self.parts:
+            if split:
+                base, extra = divmod(size, self.world)
+                first = at + self.rank * base + min(self.rank, extra)
+                pieces.append((first, first + base + (1 if self.rank < extra else 0)))
+            else:
+                pieces.append((at, at + size))
+            at += size
+        return pieces
+
+    def __repr__(self) -> str:
+        return f"Parts({self.rank}, {self.world}, axis={self.axis}, parts={self.parts})"
+
+
+@frozen_record()
 class PlannedTensor:
     """One tensor of a `ReadPlan`: what is read of it, and from where.
 
@@ -132,25 +150,41 @@ class PlannedTensor:
         ranges: ``(absolute file offset, length)`` pairs: joined in this order, their bytes
             are ``tensor[key]`` in C order. A tuple, or for a `Split` a `Runs` (equal runs
             a stride apart: a run per row, held as four numbers).
+        selection: What is read of it: ``None`` (all of it), a `Split` (its axis says which),
+            `Parts`, or the numpy basic index given.
+        rule: Why, for a rank's share (`plan_rank`): the rule that chose the selection
+            (``"row-parallel, axis 1"``, ``"norm: whole"``...); ``None`` otherwise.
     """
 
-    __slots__ = ("name", "file", "dtype", "shape", "ranges")  # noqa: RUF023 - the fields, in order
+    __slots__ = ("name", "file", "dtype", "shape", "ranges", "selection", "rule")  # noqa: RUF023
 
     name: str
     file: str | None
     dtype: str
     shape: tuple[int, ...]
     ranges: Sequence[tuple[int, int]]
+    selection: object
+    rule: str | None
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - the fields, in order
         self,
         name: str,
         file: str | None,
         dtype: str,
         shape: tuple[int, ...],
         ranges: Sequence[tuple[int, int]],
+        selection: object = None,
+        rule: str | None = None,
     ) -> None:
-        set_fields(self, PlannedTensor, (name, file, dtype, shape, ranges))
+        set_fields(self, PlannedTensor, (name, file, dtype, shape, ranges, selection, rule))
+
+    @property
+    def axis(self) -> int | None:
+        """The axis a `Split` or `Parts` cuts; ``None`` for a tensor read whole (or by an
+        index)."""
+        if isinstance(self.selection, (Split, Parts)) and len(self.shape) > self.selection.axis:
+            return self.selection.axis
+        return None
 
     @property
     def nbytes(self) -> int:
@@ -234,6 +268,19 @@ class ReadPlan:
             f"{sum(runs):,} runs of bytes asked; {strided:,} tensors in more than one run "
             "(a split along a later axis: a run per row)",
         ]
+        shared = [tensor for tensor in self.tensors if tensor.rule is not None]
+        if shared:  # a rank's share (`plan_rank`): what is split, and how
+            axes: dict[int, int] = {}
+            for tensor in shared:
+                if tensor.axis is not None:
+                    axes[tensor.axis] = axes.get(tensor.axis, 0) + 1
+            fused = sum(1 for tensor in shared if isinstance(tensor.selection, Parts))
+            said = [f"{count:,} split along axis {axis}" for axis, count in sorted(axes.items())]
+            whole = len(shared) - sum(axes.values())
+            lines.append(
+                f"a rank's share: {', '.join(said) or 'none split'}"
+                f"{f' ({fused:,} part by part)' if fused else ''}, {whole:,} whole on every rank"
+            )
         for name in list(counts)[:_SHOWN_FILES]:
             shown = "the file" if name is None else name
             lines.append(f"  {shown}: {counts[name]:,} requests, {read[name]:,} bytes")
@@ -255,22 +302,31 @@ class ReadPlan:
         clock = Clock(timeout)
         check_fits(sum(tensor.nbytes for tensor in self.tensors))  # (all of them, together)
         buffers = {tensor.name: allocate(tensor.nbytes) for tensor in self.tensors}
-        per_file: dict[str | None, list[tuple[int, memoryview]]] = {}
+        per_file: dict[str | None, tuple[list[Segment], list[Strided]]] = {}
         for tensor in self.tensors:
             target, at = buffers[tensor.name], 0
-            segments = per_file.setdefault(tensor.file, [])
-            for offset, length in tensor.ranges:
+            segments, strided = per_file.setdefault(tensor.file, ([], []))
+            ranges = tensor.ranges
+            if isinstance(ranges, Runs) and ranges.number > 1:
+                strided.append((ranges, target))  # its rows copied at once, never one by one
+                continue
+            for offset, length in ranges:
                 segments.append((offset, target[at : at + length]))
                 at += length
         files = dict(self.files)
         jobs = [
-            (files[name], with_segments(self.requests.spans(name), sorted(segments, key=_first)))
-            for name, segments in per_file.items()
+            (
+                files[name],
+                self.requests.spans(name),
+                sorted(segments, key=_first),
+                sorted(strided, key=_first_run),
+            )
+            for name, (segments, strided) in per_file.items()
         ]
         from ._sources.threads import run_parallel
 
         workers = len(jobs) if max_workers is None else max(1, min(max_workers, len(jobs)))
-        run_parallel(lambda job: _execute(job[0], job[1], clock), jobs, workers)
+        run_parallel(lambda job: execute(*job, clock), jobs, workers)
         return buffers
 
     def __repr__(self) -> str:
@@ -326,16 +382,29 @@ def plan_reads(
         IndexError, TypeError, ValueError: A selection that does not fit its tensor (as
             `TensorInfo.byte_ranges`); bounds that cannot both be met.
     """
+    options = Options.given("plan_reads", transport)
+    files = files_of(source, **transport)
+    return planned(files, _chooser(select, files), options, gap, max_over_read, max_requests)
+
+
+def planned(  # noqa: PLR0917 - plan_reads' arguments
+    files: list[tuple[str | None, SafetensorsFile]],
+    choose: Callable[[TensorInfo], object],
+    options: Options,
+    gap: int | None,
+    max_over_read: float | None,
+    max_requests: int | None,
+    rules: Mapping[str, str] | None = None,
+) -> ReadPlan:
+    """`plan_reads` of files opened: `choose` gives each tensor's selection (or `_SKIP`);
+    `rules` the rule of each (`_ranks.plan_rank`)."""
     if max_over_read is not None and not max_over_read >= 0:
         raise ValueError(f"max_over_read must be 0 or more or None, not {max_over_read!r}")
     if gap is not None and operator.index(gap) < 0:
         raise ValueError(f"gap must be 0 or more, not {gap!r}")
     if max_requests is not None and operator.index(max_requests) < 1:
         raise ValueError(f"max_requests must be 1 or more, not {max_requests!r}")
-    options = Options.given("plan_reads", transport)
     part_size, max_workers = options.part_size, options.max_workers
-    files = files_of(source, **transport)
-    choose = _chooser(select, files)
     tensors: list[PlannedTensor] = []
     requests: list[tuple[str | None, int, int, int, int]] = []
     for name, file in files:
@@ -346,13 +415,18 @@ def plan_reads(
             if selection is _SKIP:
                 continue
             ranges, shape = _ranges(info, selection)
-            planned.append(PlannedTensor(info.name, name, info.dtype, shape, ranges))
+            rule = None if rules is None else rules.get(info.name)
+            planned.append(
+                PlannedTensor(info.name, name, info.dtype, shape, ranges, selection, rule)
+            )
             blocks += blocks_of(ranges)
         tensors += planned
         blocks.sort()
         joinable = file.gap if gap is None else gap
         spans = joined_blocks(blocks, joinable, max_over_read, max_requests, name)
-        made = request_blocks(spans, part_size, max_workers)
+        # A span of many small runs is read through a staging buffer: at most STAGE_PART.
+        small = crowded(spans, blocks, STAGE_BELOW)
+        made = request_blocks(spans, part_size, max_workers, small, STAGE_PART)
         count = sum(block[3] for block in made)
         if max_requests is not None and count > max_requests:
             longest = max(block[1] for block in made)
@@ -363,40 +437,6 @@ def plan_reads(
             )
         requests += [(name, start, length, stride, count) for start, length, stride, count in made]
     return ReadPlan(tuple(tensors), Requests(requests), tuple(files))
-
-
-def split_tensors(
-    rank: int,
-    world: int,
-    *,
-    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
-    default_axis: int | None = 0,
-) -> Callable[[TensorInfo], Split | None]:
-    """A `plan_reads` selection: rank `rank` of `world`'s part of every tensor.
-
-    Args:
-        axes: Glob pattern of tensor names -> the axis to split along, or ``None`` to read the
-            whole tensor on every rank; the first pattern that matches wins. The default,
-            `TENSOR_PARALLEL`, is Megatron's layout for Llama-, GPT-NeoX- and BERT-like names.
-        default_axis: For names no pattern matches (``None``: whole).
-
-    A tensor with no such axis (a scalar, a bias split along axis 1) is read whole.
-    """
-    rules = list(axes.items())
-    parts = {
-        axis: Split(rank, world, axis)
-        for axis in {default_axis, *axes.values()}
-        if axis is not None
-    }
-
-    def choose(info: TensorInfo) -> Split | None:
-        axis = next(
-            (axis for pattern, axis in rules if fnmatch.fnmatchcase(info.name, pattern)),
-            default_axis,
-        )
-        return None if axis is None else parts[axis]
-
-    return choose
 
 
 def _chooser(
@@ -451,12 +491,52 @@ def _ranges(
         if split is not None:
             return split
         key: object = selection.key(info.shape)
+    elif isinstance(selection, Parts):
+        return _parts_ranges(info, selection)
     else:
         key = selection
     if key is None:
         return (((info.start, info.nbytes),) if info.nbytes else ()), info.shape
     ranges, shape = selected(info, key)
     return tuple(ranges), shape
+
+
+def _parts_ranges(
+    info: TensorInfo, parts: Parts
+) -> tuple[Sequence[tuple[int, int]], tuple[int, ...]]:
+    """A fused tensor's pieces of a rank, joined along their axis: a run a piece for each
+    index of the axes before it (touching runs joined)."""
+    shape, axis = info.shape, parts.axis
+    if axis >= len(shape):
+        return _ranges(info, None)
+    size = shape[axis]
+    if sum(length for length, _ in parts.parts) != size:
+        raise ValueError(
+            f"{info.name!r}: parts {[length for length, _ in parts.parts]} do not add up to "
+            f"its size {size:,} along axis {axis} (shape {list(shape)})"
+        )
+    bits = DTYPE_BITS[info.dtype]
+    row = math.prod(shape[axis + 1 :]) * bits
+    if row % 8:
+        raise ValueError(
+            f"{info.name!r}: a {info.dtype} tensor's parts along axis {axis} do not fall on "
+            "byte boundaries"
+        )
+    row //= 8
+    pieces = parts.pieces()
+    result = (*shape[:axis], sum(stop - start for start, stop in pieces), *shape[axis + 1 :])
+    ranges: list[tuple[int, int]] = []
+    for outer in range(math.prod(shape[:axis])):
+        base = info.start + outer * size * row
+        for start, stop in pieces:
+            offset, length = base + start * row, (stop - start) * row
+            if not length:
+                continue
+            if ranges and ranges[-1][0] + ranges[-1][1] == offset:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1] + length)
+            else:
+                ranges.append((offset, length))
+    return tuple(ranges), result
 
 
 def _split_ranges(
@@ -485,36 +565,9 @@ def _split_ranges(
     return Runs(start, length, size * row, outer), result
 
 
-def _execute(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
-    """Make a file's requests. One with many small runs (a split along a later axis, a run
-    per row) is read whole into a staging buffer and its runs copied out: a memory copy of
-    those bytes costs far less than a socket read (or a system call) per run."""
-    direct = []
-    staged = []
-    for read in reads:
-        segments = read[2]
-        if len(segments) > 1 and sum(len(view) for _, view in segments) < _STAGE_BELOW * len(
-            segments
-        ):
-            staged.append(read)
-        else:
-            direct.append(read)
-    read_planned(file, direct, clock)
-    for batch in range(0, len(staged), _STAGED_AT_ONCE):  # bounded memory: a batch at a time
-        group = staged[batch : batch + _STAGED_AT_ONCE]
-        stages = [allocate(stop - start) for start, stop, _ in group]
-        read_planned(
-            file,
-            [
-                (start, stop, [(start, stage)])
-                for (start, stop, _), stage in zip(group, stages, strict=True)
-            ],
-            clock,
-        )
-        for (start, _, segments), stage in zip(group, stages, strict=True):
-            for offset, view in segments:
-                view[:] = stage[offset - start : offset - start + len(view)]
-
-
 def _first(segment: tuple[int, memoryview]) -> int:
     return segment[0]
+
+
+def _first_run(part: Strided) -> int:
+    return part[0].start

@@ -12,11 +12,12 @@ one `Runs` (four numbers, however many rows), and the requests made of them as o
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from ._sources.planning import part_length, streams
 
-__all__ = ["Requests", "Runs", "blocks_of", "joined_blocks", "request_blocks", "shown"]
+__all__ = ["Requests", "Runs", "blocks_of", "crowded", "joined_blocks", "request_blocks", "shown"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -276,14 +277,22 @@ def _fitting(extra: int, gap: int, budget: float) -> int:
     return count
 
 
-def request_blocks(spans: list[Block], part_size: int, max_workers: int) -> list[Block]:
+def request_blocks(
+    spans: list[Block],
+    part_size: int,
+    max_workers: int,
+    small: list[bool] | None = None,
+    small_part: int = 0,
+) -> list[Block]:
     """The requests that read `spans`, as `parts` cuts them: a span longer than the part
-    length cut into the fewest equal parts no longer than it."""
+    length cut into the fewest equal parts no longer than it; one marked in `small` (read
+    through a staging buffer) no longer than `small_part` either."""
     total = sum(length * count for _, length, _, count in spans)
-    most = part_length(total, part_size, streams(max_workers))
+    longest = part_length(total, part_size, streams(max_workers))
     out: list[Block] = []
-    for block in spans:
+    for index, block in enumerate(spans):
         start, length, stride, count = block
+        most = min(longest, small_part) if small is not None and small[index] else longest
         if length <= most:
             out.append(block)
             continue
@@ -291,6 +300,32 @@ def request_blocks(spans: list[Block], part_size: int, max_workers: int) -> list
         bounds = [length * i // pieces for i in range(pieces + 1)]
         for first in range(start, start + count * stride, stride):
             out += [[first + bounds[i], bounds[i + 1] - bounds[i], 1, 1] for i in range(pieces)]
+    return out
+
+
+def crowded(spans: list[Block], blocks: list[Block], below: int) -> list[bool]:
+    """For each span (one of `joined_blocks`'), whether it holds several of the asked runs
+    (`blocks`, sorted) averaging less than `below` bytes: a span read through a staging
+    buffer. Counted a block at a time, not a run at a time."""
+    starts = [block[0] for block in blocks]
+    out = []
+    for start, length, _, count in spans:
+        if count > 1:  # equal spans a stride apart: a run each, not joined
+            out.append(False)
+            continue
+        stop = start + length
+        runs = asked = 0
+        at = max(0, bisect_right(starts, start) - 1)
+        while at < len(blocks) and starts[at] < stop:
+            first, size, step, number = blocks[at]
+            at += 1
+            # The block's runs that start inside [start, stop).
+            low = max(0, -(-(start - first) // step))
+            high = min(number, -(-(stop - first) // step))
+            if high > low:
+                runs += high - low
+                asked += (high - low) * size
+        out.append(runs > 1 and asked < below * runs)
     return out
 
 

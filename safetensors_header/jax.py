@@ -36,12 +36,11 @@ import numpy as np  # (JAX's own dependency)
 
 from ._core.fileformat import MAX_HEADER_SIZE
 from ._core.header import shown_shape
-from ._plan import TENSOR_PARALLEL
+from ._ranks import rank_plan
 from .numpy import LazyTensor as NumpyTensor
 from .numpy import Tensors as NumpyTensors
 from .numpy import load as load_arrays
 from .numpy import load_plan as load_plan_arrays
-from .numpy import load_rank as load_rank_arrays
 from .numpy import open_tensors as open_arrays
 from .numpy import save as save_arrays
 from .numpy import save_file as save_array_file
@@ -234,29 +233,28 @@ def load_rank(
     rank: int,
     world: int,
     *,
-    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
-    default_axis: int | None = 0,
+    config: Mapping[str, Any] | None = None,
+    axes: Mapping[str, int | None] | None = None,
+    strict: bool = False,
     sharding: Placement | None = None,
     gap: int | None = None,
     max_over_read: float | None = None,
     max_requests: int | None = None,
     **transport: Unpack[Transport],
 ) -> dict[str, jax.Array]:
-    """Rank `rank` of `world`'s part of every tensor of a file or a checkpoint, as JAX
+    """Rank `rank` of `world`'s share of every tensor of a file or a checkpoint, as JAX
     arrays placed as `sharding` says (see `load`): only those bytes are read. See
     `safetensors_header.numpy.load_rank` for the split and the other arguments."""
-    arrays = load_rank_arrays(
+    plan = rank_plan(
+        "load_rank",
         source,
         rank,
         world,
-        axes=axes,
-        default_axis=default_axis,
-        gap=gap,
-        max_over_read=max_over_read,
-        max_requests=max_requests,
-        **transport,
+        (config, axes, strict),
+        (gap, max_over_read, max_requests),
+        transport,
     )
-    return _placed(arrays, sharding)
+    return _placed(load_plan_arrays(plan, timeout=transport.get("timeout")), sharding)
 
 
 def save(

@@ -35,7 +35,8 @@ from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected
 from ._core.header import Header, TensorInfo, shown_shape
 from ._fetch import SafetensorsFile, local_path, map_file, open_file
-from ._plan import TENSOR_PARALLEL, ReadPlan, plan_reads, split_tensors
+from ._plan import ReadPlan
+from ._ranks import rank_plan
 from ._sources.planning import check_fits
 from ._writer import file_bytes, write_file
 
@@ -533,37 +534,42 @@ def load_rank(
     rank: int,
     world: int,
     *,
-    axes: Mapping[str, int | None] = TENSOR_PARALLEL,
-    default_axis: int | None = 0,
+    config: Mapping[str, Any] | None = None,
+    axes: Mapping[str, int | None] | None = None,
+    strict: bool = False,
     device: Device = "cpu",
     gap: int | None = None,
     max_over_read: float | None = None,
     max_requests: int | None = None,
     **transport: Unpack[Transport],
 ) -> dict[str, torch.Tensor]:
-    """Rank `rank` of `world`'s part of every tensor of a file or a checkpoint, as tensors.
+    """Rank `rank` of `world`'s share of every tensor of a file or a checkpoint, as tensors.
 
-    Each tensor is split as ``torch.tensor_split(tensor, world, axis)[rank]`` (numpy's
-    ``array_split``) along the axis `axes` names for it (see `split_tensors`; the default is
-    Megatron's tensor-parallel layout), and only those bytes are read, with the gaps between
-    them joined as `gap`, `max_over_read` and `max_requests` say (see `plan_reads`).
+    Each tensor is whole, or the part of it that the rules of tensor parallelism for the
+    model's architecture name (`plan_rank`), cut as ``torch.tensor_split(tensor, world,
+    axis)[rank]`` (numpy's ``array_split``; a fused QKV part by part); only those bytes are
+    read, with the gaps between them joined as `gap`, `max_over_read` and `max_requests` say
+    (see `plan_reads`). A tensor no rule decides is whole, with a warning, or refused with
+    `strict`.
 
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
             (a path or a URL ending in ``.json``), or any source `open_file` takes.
+        config, axes, strict: As for `plan_rank`.
         device: As for `load`.
         **transport: How the source is reached (`Transport`); ``timeout`` bounds the reads
             of the data (none by default).
     """
     target = torch.device(device)
     _check_transport("load_rank", transport)
-    plan = plan_reads(
+    plan = rank_plan(
+        "load_rank",
         source,
-        split_tensors(rank, world, axes=axes, default_axis=default_axis),
-        gap=gap,
-        max_over_read=max_over_read,
-        max_requests=max_requests,
-        **transport,
+        rank,
+        world,
+        (config, axes, strict),
+        (gap, max_over_read, max_requests),
+        transport,
     )
     return load_plan(plan, device=target, timeout=transport.get("timeout"))
 

@@ -41,7 +41,18 @@ NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
     ["_core", "_errors", "_totals", "_audit", "_encode", "_model", "_extras"],
     ["_sources", "_replace"],
-    ["_fetch", "_checkpoint", "_plan", "_runs", "_hashes", "_writer", "_describe", "_verify"],
+    [
+        "_fetch",
+        "_checkpoint",
+        "_plan",
+        "_ranks",
+        "_runs",
+        "_staging",
+        "_hashes",
+        "_writer",
+        "_describe",
+        "_verify",
+    ],
     [
         "numpy",
         "torch",

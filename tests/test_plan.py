@@ -24,7 +24,6 @@ np = pytest.importorskip("numpy")
 reference = pytest.importorskip("safetensors.numpy")
 
 from safetensors_header import (  # noqa: E402
-    TENSOR_PARALLEL,
     Checkpoint,
     ReadPlan,
     Split,
@@ -78,6 +77,12 @@ def _write_checkpoint(folder: Path, shards: int = 3) -> Checkpoint:
     return read_checkpoint(folder)
 
 
+# The plans' mechanics (bounds, runs, requests) under a layout of fixed axes: norms whole,
+# the row-parallel projections along axis 1, every other tensor along axis 0. (The rules of
+# tensor parallelism themselves are tests/test_parallel.py's.)
+AXES = {"*norm*": None, "*.o_proj.weight": 1, "*.down_proj.weight": 1, "*": 0}
+
+
 def _axis(name: str) -> int | None:
     if "norm" in name:
         return None
@@ -103,7 +108,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
 def test_row_splits_cover_every_byte_once(checkpoint: Checkpoint, world: int) -> None:
     covered: dict[str | None, list[tuple[int, int]]] = {}
     for rank in range(world):
-        plan = plan_reads(checkpoint, split_tensors(rank, world, axes={}, default_axis=0))
+        plan = plan_reads(checkpoint, split_tensors(rank, world, axes={"*": 0}))
         for tensor in plan.tensors:
             covered.setdefault(tensor.file, []).extend(tensor.ranges)
     for file, header in checkpoint.files.items():
@@ -131,7 +136,7 @@ def test_every_rank_gets_the_references_slices(
 ) -> None:
     folder = Path(next(iter(checkpoint.shards.values())).source).parent
     for rank in range(world):
-        arrays = load_rank(checkpoint, rank, world)
+        arrays = load_rank(checkpoint, rank, world, axes=AXES)
         expected = _expected(rank, world, folder)
         assert arrays.keys() == expected.keys()
         for name, array in expected.items():
@@ -146,7 +151,7 @@ def test_the_bounds_hold(checkpoint: Checkpoint, over: float, requests: int | No
         for rank in range(world):
             plan = plan_reads(
                 checkpoint,
-                split_tensors(rank, world),
+                split_tensors(rank, world, axes=AXES),
                 gap=1 << 20,
                 max_over_read=over,
                 max_requests=requests,
@@ -172,7 +177,7 @@ def test_the_bounds_hold(checkpoint: Checkpoint, over: float, requests: int | No
 
 def test_bounds_that_cannot_both_hold(checkpoint: Checkpoint) -> None:
     with pytest.raises(ValueError, match=r"max_requests=1 requests without reading"):
-        plan_reads(checkpoint, split_tensors(1, 8), max_over_read=0.1, max_requests=1)
+        plan_reads(checkpoint, split_tensors(1, 8, axes=AXES), max_over_read=0.1, max_requests=1)
     with pytest.raises(ValueError, match="above max_requests=2: raise part_size"):
         plan_reads(checkpoint, None, max_over_read=0.0, max_requests=2, part_size=100)
     with pytest.raises(ValueError, match="max_over_read must be 0 or more or None"):
@@ -225,7 +230,7 @@ def test_selections_by_name_pattern_and_index(checkpoint: Checkpoint) -> None:
 
 
 def test_a_plan_is_data(checkpoint: Checkpoint) -> None:
-    plan = plan_reads(checkpoint, split_tensors(1, 2))
+    plan = plan_reads(checkpoint, split_tensors(1, 2, axes=AXES))
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan
     assert isinstance(again, ReadPlan)
@@ -238,7 +243,6 @@ def test_a_plan_is_data(checkpoint: Checkpoint) -> None:
     assert f"{len(plan.tensors)} tensors, {len(plan.requests)} requests to 3 files" in summary
     assert "model-00001-of-00003.safetensors:" in summary
     assert repr(plan).startswith("<ReadPlan ")
-    assert TENSOR_PARALLEL["*.o_proj.weight"] == 1
 
 
 def test_one_ranks_requests_over_http_are_the_plans(
@@ -249,7 +253,7 @@ def test_one_ranks_requests_over_http_are_the_plans(
         site.files[file.name] = file.read_bytes()
     remote = read_checkpoint(site.url("model.safetensors.index.json"))
     before = len(site.done(1 + len(remote.files)))
-    plan = plan_reads(remote, split_tensors(1, 4), max_over_read=0.5)
+    plan = plan_reads(remote, split_tensors(1, 4, axes=AXES), max_over_read=0.5)
     assert len(site.hits) == before  # planning reads nothing
     arrays = load_plan(plan)
     hits = site.done(before + len(plan.requests))[before:]
@@ -455,7 +459,7 @@ def test_merged_requests_cover_exactly_what_each_rank_needs(
     path.write_bytes(header)
     os.truncate(path, len(header) + 2 * sum(a * b for a, b in shapes.values()))
     for rank in range(world):
-        plan = plan_reads(path, split_tensors(rank, world), gap=gap)
+        plan = plan_reads(path, split_tensors(rank, world, axes=AXES), gap=gap)
         needed = sorted(pair for tensor in plan.tensors for pair in tensor.ranges)
         spans = [(start, stop) for _, start, stop in plan.requests]
         assert spans == sorted(spans)

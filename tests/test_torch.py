@@ -501,6 +501,9 @@ def test_a_ranks_share_equals_slices_of_the_references_tensors(
     tmp_path: Path, site: Site, world: int
 ) -> None:
     tensors = _checkpoint(tmp_path)
+    # q's 12 rows are 6 heads: split at head boundaries for 1, 2 and 3 ranks.
+    config = {"model_type": "llama", "num_attention_heads": 6}
+    (tmp_path / "config.json").write_text(json.dumps(config))
     for shard in ("a.safetensors", "b.safetensors"):
         site.files[shard] = (tmp_path / shard).read_bytes()
     for rank in range(world):

@@ -233,6 +233,19 @@ def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
         help="--tree's memory estimate for sequences of this many tokens (the config's most)",
     )
     inspect.add_argument(
+        "--world",
+        type=_positive,
+        metavar="N",
+        help="what one of N tensor-parallel ranks holds of each tensor, and by which rule",
+    )
+    inspect.add_argument(
+        "--rank",
+        type=_at_least_zero,
+        default=0,
+        metavar="R",
+        help="--world's rank (0): 0 to N-1",
+    )
+    inspect.add_argument(
         "--batch",
         type=_positive,
         default=1,
@@ -248,6 +261,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
+    return value
+
+
+def _at_least_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, not {value}")
     return value
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from .._core.header import Header, TensorInfo, shown_shape
 from .documents import finding_document, tensor_document, totals
 from .output import (
+    PROG,
     Progress,
     columns,
     count,
@@ -49,17 +50,29 @@ SORT_KEYS: Final[dict[str, Callable[[TensorInfo], tuple[int, Any]]]] = {
 def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
     status = 0
     printed = False
+    if args.world is not None and args.rank >= args.world:
+        err.line(f"{PROG} inspect: --rank {args.rank} is not a rank of --world {args.world}")
+        return 2
     for source in args.sources:
         try:
             with Progress(err, quiet=args.quiet) as progress:
-                read = read_source(source, "inspect", progress=progress.shards)
+                read = read_source(
+                    source, "inspect", opened=args.world is not None, progress=progress.shards
+                )
         except Failure as failure:
             status = 1
             failure.report(source, out, err, json=args.json)
             continue
         if out.closed:
             continue  # nobody reads the output: only the exit status is left to find out
-        if args.tree:
+        if args.world is not None:
+            from .shares import shares_view
+
+            if printed and not args.json:
+                out.line()
+            if not shares_view(args, read, out, err):
+                status = 1
+        elif args.tree:
             _tree_view(args, read, out, first=not printed)
         elif read.checkpoint is not None:
             _inspect_checkpoint(args, read, read.checkpoint, out, first=not printed)

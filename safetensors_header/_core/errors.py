@@ -39,7 +39,9 @@ REFERENCE_KINDS: Final = (
 #:   (another file at its path or URL, another size, modification time, ETag...), or is not
 #:   the file a header given for it was read from: the two would be of different files;
 #: * ``TooLarge``: the data to read into memory is larger than the machine's memory and
-#:   swap (a file or a server that claims petabytes), refused before anything is allocated.
+#:   swap (a file or a server that claims petabytes), refused before anything is allocated;
+#: * ``NoSplitRule``: a rank's share was asked with ``strict=True`` (`plan_rank`,
+#:   ``load_rank``) and tensors no rule of tensor parallelism decides were found (named).
 KINDS: Final = (
     *REFERENCE_KINDS,
     "PrefixTooShort",
@@ -47,6 +49,7 @@ KINDS: Final = (
     "IndexMismatch",
     "FileChanged",
     "TooLarge",
+    "NoSplitRule",
 )
 
 
