@@ -217,6 +217,7 @@ def _top_level(distribution: Any) -> set[str]:
 # by safetensors_header on its behalf) fails as it would where only what the page names is
 # installed; what a named library imports is its own business (its dependencies).
 _GUARD = """\
+import os as _os
 import sys as _sys
 
 class _OnlyWhatThePageNames:
@@ -225,6 +226,8 @@ class _OnlyWhatThePageNames:
     def find_spec(self, name, path=None, target=None):
         if path is not None or name in _sys.stdlib_module_names or name in self.allowed:
             return None
+        if _os.path.exists(name) or _os.path.exists(name + ".py"):
+            return None  # a module the example made in its folder
         frame = _sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__", "").startswith(
             ("importlib", "_frozen_importlib")

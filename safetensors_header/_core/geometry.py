@@ -13,9 +13,10 @@ the file (its name, dtype, shape and first byte: any object with those attribute
   ``(1, ..., 1, c_k, d_{k+1}, ..., d_n)`` with ``c_k`` dividing ``d_k`` cuts the tensor into
   equal pieces that follow each other in the file: chunk ``j`` of the grid (in C order) is
   the bytes ``start + j * size`` to ``start + (j + 1) * size``. Such chunks need no copy
-  and no codec, so a Zarr array of them is still the file's bytes. Any other chunk shape either takes bytes that are not
-  next to each other or, when it does not divide its axis, pads the last chunk past the end
-  of the tensor (a reader then asks for bytes the file does not have).
+  and no codec, so a Zarr array of them is still the file's bytes. Any other chunk shape
+  either takes bytes that are not next to each other or, when it does not divide its axis,
+  pads the last chunk past the end of the tensor (a reader then asks for bytes the file
+  does not have).
 """
 
 from __future__ import annotations
