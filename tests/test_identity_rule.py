@@ -421,3 +421,153 @@ def test_a_store_copy_is_held_to_its_header_bytes(store: str) -> None:
     for name, reader in _readers(source("copy"), header).items():
         _changed(reader)
         assert name
+
+
+# --- places, decisive validators, headers without an identity ---------------------------------
+
+
+def test_two_queries_of_one_path_are_two_places(serve: Callable[[Any], Any]) -> None:
+    """A server that picks the file by its query, with one Last-Modified for both: a header
+    of ?file=a given for ?file=b is held to its bytes (the validators are another file's)."""
+    from loopback import asked
+
+    files = {"a": ORIGINAL, "b": SAME_SIZE}
+
+    def handler(number: int, headers: dict[str, str]) -> bytes:
+        first, last = asked(headers)
+        data = files[headers[":path"].rpartition("=")[2]]
+        body = data[first:last]
+        return (
+            "HTTP/1.1 206 Partial Content\r\n"
+            f"Content-Range: bytes {first}-{first + len(body) - 1}/{len(data)}\r\n"
+            f'Content-Length: {len(body)}\r\nETag: "same"\r\nConnection: close\r\n\r\n'
+        ).encode() + body
+
+    server = serve(handler)
+    header = read_header(server.url() + "dl?file=a")
+    assert "?<query " in header.identity.location  # (the query, as a digest)
+    for reader in _readers(server.url() + "dl?file=b", header).values():
+        _changed(reader)
+    # A signature's parameters are not the query: signed again, the same place.
+    from safetensors_header._sources.urls import url_place
+
+    signed = url_place("https://h/m?X-Amz-Signature=1&X-Amz-Date=2&Expires=3&Signature=4")
+    assert signed == url_place("https://h/m") == "https://h/m"
+    assert url_place("https://h/m?b=2&a=1") == url_place("https://h/m?a=1&b=2")
+
+
+@pytest.mark.parametrize("validators", ["weak etag", "last-modified", "neither"])
+def test_a_header_given_for_a_source_without_decisive_validators_is_held_to_its_bytes(
+    serve: Callable[[Any], Any], validators: str
+) -> None:
+    """open_file(url, header=h): the header's bytes compared before the first data read (not
+    when the file is opened), on a server whose validators do not tell two files apart."""
+    from loopback import asked
+
+    current = {"data": ORIGINAL}
+
+    def handler(number: int, headers: dict[str, str]) -> bytes:
+        first, last = asked(headers)
+        data = current["data"]
+        body = data[first:last]
+        said = {
+            "weak etag": 'ETag: W/"1"\r\n',
+            "last-modified": "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\n",
+            "neither": "",
+        }[validators]
+        return (
+            "HTTP/1.1 206 Partial Content\r\n"
+            f"Content-Range: bytes {first}-{first + len(body) - 1}/{len(data)}\r\n"
+            f"Content-Length: {len(body)}\r\n{said}Connection: close\r\n\r\n"
+        ).encode() + body
+
+    server = serve(handler)
+    header = read_header(server.url())
+    opened = open_file(server.url(), header=header)
+    plain = open_file(server.url())
+    current["data"] = SAME_SIZE
+    _changed(opened.read_tensors)
+    _changed(plain.read_tensors)
+    # In a worker process: a pickle of a file opened (and read) before the replacement.
+    current["data"] = ORIGINAL
+    worker = open_file(server.url())
+    worker.read_tensors()
+    pickled = pickle.dumps(worker)
+    current["data"] = SAME_SIZE
+    _changed(pickle.loads(pickled).read_tensors)
+
+
+def test_a_header_without_an_identity_is_held_to_its_bytes(base: Path) -> None:
+    """write_file's header and parse_header's carry no identity: a file replaced by another
+    of the same size is found by its header's bytes."""
+    from safetensors_header import parse_header
+
+    written = write_file("w.safetensors", {"a": ("U8", [64], bytes([1]) * 64)}, metadata={"m": "x"})
+    parsed = parse_header(ORIGINAL)
+    assert written.identity is None
+    assert parsed.identity is None
+    for header in (written, parsed):
+        (base / "w.safetensors").write_bytes(SAME_SIZE)
+        for name, reader in _readers(base / "w.safetensors", header).items():
+            error = _changed(reader)
+            assert "header's bytes" in str(error), name
+        (base / "w.safetensors").write_bytes(ORIGINAL)
+        for name, reader in _readers(base / "w.safetensors", header).items():
+            assert reader() == bytes([1]) * 64, name
+
+
+def test_a_relative_path_is_the_working_directorys_at_the_read(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    header = read_header("m.safetensors")
+    assert header.identity.location == str(base / "m.safetensors")
+    (base / "sub" / "m.safetensors").write_bytes(SAME_HEADER)  # another file, that name
+    monkeypatch.chdir(base / "sub")
+    for reader in _readers(str(base / "m.safetensors"), header).values():
+        assert reader() == bytes([1]) * 64  # the file it was read from, by its own path
+    (base / "new").write_bytes(SAME_HEADER)
+    os.replace(base / "new", base / "m.safetensors")
+    for reader in _readers(str(base / "m.safetensors"), header).values():
+        _changed(reader)
+
+
+def test_a_file_object_and_its_path_are_one_place(base: Path) -> None:
+    with open(base / "m.safetensors", "rb") as stream:
+        header = read_header(stream)
+    assert header.identity.location == str(base / "m.safetensors")
+    (base / "new").write_bytes(SAME_HEADER)
+    os.replace(base / "new", base / "m.safetensors")
+    for reader in _readers(str(base / "m.safetensors"), header).values():
+        _changed(reader)
+    header = read_header("m.safetensors")
+    (base / "new").write_bytes(ORIGINAL)
+    os.replace(base / "new", base / "m.safetensors")
+    with open(base / "m.safetensors", "rb") as stream:
+        _changed(lambda: open_file(stream, header=header).read_tensors())
+
+
+def test_a_xet_hash_that_appears_with_the_same_sha256_is_the_same_file(
+    loopback_hub: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository moved to Xet storage: a renewal names the same sha256 and a Xet hash."""
+    from safetensors_header._sources import http_replies
+
+    hub = loopback_hub
+    assert hub.cdn is not None
+    hub.linked[MODEL] = ORIGINAL
+    monkeypatch.setattr(http_replies, "LINKED", ("x-linked-etag",))  # no Xet hash at first
+    file = open_file(MODEL_URL)
+    monkeypatch.setattr(http_replies, "LINKED", ("x-linked-etag", "x-xet-hash"))
+    hub.cdn.signatures.clear()  # refused: the resolve URL asked again, now with both
+    assert bytes(file.read_tensors()["a"]) == bytes([1]) * 64
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
+def test_a_config_in_any_encoding_json_reads_is_read(tmp_path: Path, encoding: str) -> None:
+    from safetensors_header import describe_model
+
+    write_file(tmp_path / "model.safetensors", {"lm_head.weight": ("F32", [4, 4], bytes(64))})
+    config = '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}'
+    (tmp_path / "config.json").write_bytes(config.encode(encoding))
+    info = describe_model(tmp_path)
+    assert not any("config.json" in note and "not" in note for note in info.notes), info.notes
