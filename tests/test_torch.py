@@ -312,6 +312,35 @@ def test_a_header_given_is_of_this_very_file(tmp_path: Path, mmap: bool | None) 
     assert caught.value.kind == "FileChanged"
 
 
+def test_a_mapped_load_places_tensors_by_the_header_given_of_the_file_it_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is replaced (another header, the same size) between the header's check and
+    the map: the map is of the descriptor that was checked, so the load is FileChanged, never
+    the new file's tensors under its own header."""
+    import os
+
+    import safetensors_header.torch as st_torch
+
+    path = tmp_path / "m.safetensors"
+    reference.save_file({"a": torch.ones(4)}, str(path))
+    header = read_header(path)
+    reference.save_file({"b": torch.zeros(4)}, str(tmp_path / "new.safetensors"))
+    assert (tmp_path / "new.safetensors").stat().st_size == path.stat().st_size
+    checked = st_torch.map_file
+
+    def swapped_after(*args: object, **kwargs: object) -> object:
+        found = checked(*args, **kwargs)  # type: ignore[arg-type]
+        os.replace(tmp_path / "new.safetensors", path)  # too late: mapped already
+        return found
+
+    monkeypatch.setattr(st_torch, "map_file", swapped_after)
+    assert list(load(path, header=header)) == ["a"]  # the file checked, by the header given
+    with pytest.raises(HeaderError) as caught:
+        load(path, header=header)  # the new file now: not the one the header came from
+    assert caught.value.kind == "FileChanged"
+
+
 def test_an_unknown_keyword_is_a_type_error(every: Path) -> None:
     with pytest.raises(
         TypeError, match="load_rank\\(\\) got an unexpected keyword argument 'tries'"
