@@ -162,3 +162,37 @@ def test_the_core_is_a_folder_a_reader_can_take_whole() -> None:
     header = safetensors_header.read_header(DATA)
     assert type(header).__module__ == "safetensors_header"
     assert pickle.loads(pickle.dumps(header)) == header
+
+
+def test_the_cores_read_header_of_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core's own reader of a local path: a header in its first read, a longer one read on
+    (its prefix says how far), and a file cut short while it is read (judged as it is)."""
+    from safetensors_header import _core
+
+    small = tmp_path / "small.safetensors"
+    small.write_bytes(build({"a": tensor("U8", [4], 0, 4)}, 4))
+    assert _core.read_header(small) == safetensors_header.read_header(small)
+    long = tmp_path / "long.safetensors"
+    tensors = {f"t{i:05}": tensor("F32", [2], 8 * i, 8 * i + 8) for i in range(3000)}
+    long.write_bytes(build(tensors, 8 * 3000))
+    header = _core.read_header(str(long), max_header_size=10**6)
+    assert header == safetensors_header.read_header(long)
+    assert header.header_size > 16 * 1024
+    with pytest.raises(_core.HeaderError) as caught:
+        _core.read_header(long, max_header_size=1000)
+    assert caught.value.kind == "HeaderTooLarge"
+    # The file shorter than its stat said (cut while read): its bytes judged as they are.
+    real_fstat = os.fstat
+
+    def larger(descriptor: int) -> os.stat_result:
+        found = real_fstat(descriptor)
+        values = list(found)
+        values[6] = found.st_size + 10**6  # st_size
+        return os.stat_result(values)
+
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(long.read_bytes()[:20_000])
+    monkeypatch.setattr(os, "fstat", larger)
+    with pytest.raises(_core.HeaderError) as caught:
+        _core.read_header(cut)
+    assert caught.value.kind == "InvalidHeaderLength"

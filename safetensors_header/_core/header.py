@@ -348,11 +348,6 @@ class Header:
         fields = (tensors, metadata, header_size, data_size, file_size, identity)
         set_fields(self, Header, fields)
 
-    def with_identity(self, identity: object) -> Header:
-        """This header, as read from the file `identity` describes."""
-        fields = (self.tensors, self.metadata, self.header_size, self.data_size, self.file_size)
-        return Header(*fields, identity)
-
     @property
     def data_start(self) -> int:
         """The absolute file offset where the data buffer begins (``8 + header_size``)."""

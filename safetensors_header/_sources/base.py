@@ -258,10 +258,11 @@ class RangeFile:
             )
 
     def check_again(self, clock: Clock) -> None:
-        """Before the first read of data: a file whose source has no validators has its
-        header's bytes read again and compared with those its header was parsed from (a
-        file replaced by one with another header is then found; one with the same header
-        and other data cannot be told apart)."""
+        """Before the first read of data: where `recheck` holds a header (one read from a
+        source with no decisive validator, or one given that its validators cannot decide:
+        `confirm`), the file's header bytes are read again and compared with it (a file
+        replaced by one with another header is then found; one with the same header and
+        other data cannot be told apart)."""
         if self.recheck is None:
             return
         with _RECHECK:
