@@ -37,7 +37,9 @@ import atheris
 
 with atheris.instrument_imports():
     import safetensors_header
-    from safetensors_header import HeaderError, _parser, parse_header, read_header
+    from safetensors_header import HeaderError, parse_header, read_header
+    from safetensors_header._core import parse as _parser
+    from safetensors_header._core import rules as _rules
 
 # The reference's verdict, as the tests ask for it (tests/conftest.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -154,7 +156,7 @@ def check_paths_agree(data: bytes) -> None:
     for reader in _parser.READERS:  # every one, whatever the text's size
         try:
             if reader.uses_json:
-                _parser.rules.reject_deep_nesting(text)  # (as the table's dispatch does first)
+                _rules.reject_deep_nesting(text)  # (as the table's dispatch does first)
             found = reader.read(text)
         except HeaderError:  # the nesting: the rule set's verdict, not a reader's
             found = None
