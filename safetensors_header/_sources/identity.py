@@ -95,7 +95,12 @@ def absolute(path: str | os.PathLike[str] | os.PathLike[bytes]) -> str:
     """A local file's place: `path` made absolute against the working directory as it is now
     (no link resolved: `same_path` resolves both sides when it compares)."""
     text = path if type(path) is str else os.fsdecode(path)
-    return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
+    if os.path.isabs(text):
+        return text
+    try:
+        return os.path.join(os.getcwd(), text)
+    except OSError:  # the working directory was deleted: the path as it is
+        return text
 
 
 def same_path(location: str, path: str) -> bool:

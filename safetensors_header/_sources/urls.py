@@ -177,7 +177,7 @@ def url_place(url: str) -> str:
     query = url.partition("?")[2].partition("#")[0]
     if not query:
         return shown
-    from urllib.parse import parse_qsl, urlencode
+    from urllib.parse import parse_qsl
 
     kept = sorted(
         (name, value)
@@ -188,8 +188,11 @@ def url_place(url: str) -> str:
     if not kept:
         return base
     import hashlib
+    import json
 
-    digest = hashlib.sha256(urlencode(kept).encode()).hexdigest()[:16]
+    # (JSON of the pairs: unambiguous whatever they hold, a lone surrogate too)
+    text = json.dumps(kept, ensure_ascii=True)
+    digest = hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
     return f"{base}?<query {digest}>"
 
 
