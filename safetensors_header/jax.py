@@ -148,7 +148,7 @@ def open_tensors(
     arrays = open_arrays(
         source, header=header, max_header_size=max_header_size, gap=gap, **transport
     )
-    return Tensors(arrays, sharding)
+    return Tensors(arrays, sharding=sharding)
 
 
 class Tensors(Mapping[str, "LazyTensor"]):
@@ -161,14 +161,14 @@ class Tensors(Mapping[str, "LazyTensor"]):
 
     __slots__ = ("_arrays", "_sharding", "file", "header")
 
-    def __init__(self, arrays: NumpyTensors, sharding: Placement | None = None) -> None:
+    def __init__(self, arrays: NumpyTensors, *, sharding: Placement | None = None) -> None:
         self._arrays = arrays
         self._sharding = sharding
         self.header: Header = arrays.header
         self.file: SafetensorsFile = arrays.file
 
     def __getitem__(self, name: str) -> LazyTensor:
-        return LazyTensor(self._arrays[name], self._sharding)
+        return LazyTensor(self._arrays[name], sharding=self._sharding)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._arrays)
@@ -190,7 +190,7 @@ class LazyTensor:
 
     __slots__ = ("_array", "_sharding", "info")
 
-    def __init__(self, array: NumpyTensor, sharding: Placement | None = None) -> None:
+    def __init__(self, array: NumpyTensor, *, sharding: Placement | None = None) -> None:
         self._array = array
         self._sharding = sharding
         self.info: TensorInfo = array.info

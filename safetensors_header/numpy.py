@@ -246,7 +246,7 @@ def open_tensors(
     """
     options = Options.given("open_tensors", transport, timeout=None, gap=gap)
     file = opened(source, options, header=header, max_header_size=max_header_size)
-    return Tensors(file, options.timeout)
+    return Tensors(file, timeout=options.timeout)
 
 
 class Tensors(Mapping[str, "LazyTensor"]):
@@ -259,13 +259,13 @@ class Tensors(Mapping[str, "LazyTensor"]):
 
     __slots__ = ("_timeout", "file", "header")
 
-    def __init__(self, file: SafetensorsFile, timeout: float | None = None) -> None:
+    def __init__(self, file: SafetensorsFile, *, timeout: float | None = None) -> None:
         self.file = file
         self.header = file.header
         self._timeout = timeout
 
     def __getitem__(self, name: str) -> LazyTensor:
-        return LazyTensor(self.header.tensors[name], self.file, self._timeout)
+        return LazyTensor(self.header.tensors[name], self.file, timeout=self._timeout)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.header.tensors)
@@ -288,7 +288,7 @@ class LazyTensor:
     __slots__ = ("_file", "_timeout", "info")
 
     def __init__(
-        self, info: TensorInfo, file: SafetensorsFile, timeout: float | None = None
+        self, info: TensorInfo, file: SafetensorsFile, *, timeout: float | None = None
     ) -> None:
         self.info = info
         self._file = file

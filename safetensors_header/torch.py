@@ -403,7 +403,7 @@ def open_tensors(
     target = torch.device(device)
     _check_transport("open_tensors", transport)
     file = _opened(source, header, max_header_size, transport)
-    return Tensors(file, target, gap, transport.get("timeout"))
+    return Tensors(file, target, gap=gap, timeout=transport.get("timeout"))
 
 
 class Tensors(Mapping[str, "LazyTensor"]):
@@ -420,6 +420,7 @@ class Tensors(Mapping[str, "LazyTensor"]):
         self,
         file: SafetensorsFile,
         device: torch.device,
+        *,
         gap: int | None = None,
         timeout: float | None = None,
     ) -> None:
@@ -431,7 +432,7 @@ class Tensors(Mapping[str, "LazyTensor"]):
 
     def __getitem__(self, name: str) -> LazyTensor:
         info = self.header.tensors[name]
-        return LazyTensor(info, self.file, self._device, self._gap, self._timeout)
+        return LazyTensor(info, self.file, self._device, gap=self._gap, timeout=self._timeout)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.header.tensors)
@@ -458,6 +459,7 @@ class LazyTensor:
         info: TensorInfo,
         file: SafetensorsFile,
         device: torch.device,
+        *,
         gap: int | None = None,
         timeout: float | None = None,
     ) -> None:
