@@ -22,7 +22,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import index
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
 
-from ._core.fileformat import DTYPE_BITS, HEADER_LENGTH_SIZE, MAX_HEADER_SIZE, METADATA_KEY, U64_MAX
+from ._core.fileformat import (
+    DTYPE_BITS,
+    DTYPES,
+    HEADER_LENGTH_SIZE,
+    MAX_HEADER_SIZE,
+    METADATA_KEY,
+    U64_MAX,
+)
 from ._core.parse import parse_header
 from ._errors import HeaderError
 
@@ -148,14 +155,10 @@ NUMPY_KINDS: Final[Mapping[tuple[object, object], str]] = {
     ("i", 8): "I64", ("u", 8): "U64", ("f", 8): "F64", ("c", 8): "C64",
 }
 # fmt: on
-# ml_dtypes' type names -> the safetensors dtype (their bytes are the same).
+# ml_dtypes' type names -> the safetensors dtype (their bytes are the same): the format's
+# table says which each is (`Dtype.ml_dtypes`).
 _ML_DTYPES: Final[Mapping[object, str]] = {
-    "bfloat16": "BF16",
-    "float8_e5m2": "F8_E5M2",
-    "float8_e4m3fn": "F8_E4M3",
-    "float8_e8m0fnu": "F8_E8M0",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ",
+    dtype.ml_dtypes: name for name, dtype in DTYPES.items() if dtype.ml_dtypes is not None
 }
 
 
