@@ -322,7 +322,7 @@ def _index_of(
     """The index's metadata and weight_map, and its shards' names in the index's order;
     its size and the names checked."""
     if len(raw) > max_index_size:
-        _bad_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
+        _refuse_index(where, f"the index is larger than {max_index_size:,} bytes (max_index_size)")
     metadata, weight_map, names = _parse_index(raw, where)
     for name in names:
         _check_shard_name(name, where)
@@ -345,21 +345,21 @@ def _parse_index(raw: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
     try:
         document = json_document(raw)
     except ValueError as error:  # (UnicodeDecodeError too)
-        _bad_index(where, f"not a JSON document ({error})")
+        _refuse_index(where, f"not a JSON document ({error})")
     if type(document) is not dict:
-        _bad_index(where, "expected a JSON object")
+        _refuse_index(where, "expected a JSON object")
     weight_map = document.get("weight_map")
     if type(weight_map) is not dict:
-        _bad_index(where, 'no "weight_map" object')
+        _refuse_index(where, 'no "weight_map" object')
     try:  # the distinct values' types, not every value's (a shard has many tensors)
         names = list(dict.fromkeys(weight_map.values()))
     except TypeError:  # a list or an object: unhashable
         names = [None]
     if not {type(name) for name in names} <= {str}:
-        _bad_index(where, '"weight_map" values must be shard file names (strings)')
+        _refuse_index(where, '"weight_map" values must be shard file names (strings)')
     metadata = document.get("metadata")
     if metadata is not None and type(metadata) is not dict:
-        _bad_index(where, '"metadata" must be an object')
+        _refuse_index(where, '"metadata" must be an object')
     return metadata, weight_map, names
 
 
@@ -380,12 +380,12 @@ def _check_shard_name(name: str, where: str) -> None:
         or "#" in name
         or name.startswith("/")
         or ".." in parts
-        or not _encodable(name)
+        or not _utf8_name(name)
     ):
-        _bad_index(where, f"shard name {name!r} is not a file name inside the index's directory")
+        _refuse_index(where, f"shard name {name!r} is not a file name inside the index's directory")
 
 
-def _encodable(name: str) -> bool:
+def _utf8_name(name: str) -> bool:
     """Whether a name can be written in UTF-8, with the undecodable bytes of a POSIX name
     (``"\\udc80"``-``"\\udcff"``) as those bytes: a lone surrogate from JSON's
     ``"\\ud800"`` names no file anywhere, nor a URL."""
@@ -490,5 +490,5 @@ class _ShardTensors(Mapping[str, TensorInfo]):
         return (dict, (dict(self.items()),))
 
 
-def _bad_index(where: str, problem: str) -> NoReturn:
+def _refuse_index(where: str, problem: str) -> NoReturn:
     raise HeaderError("InvalidIndex", f"{where}: {problem}")

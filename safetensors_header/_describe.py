@@ -34,10 +34,10 @@ CONFIG_NAME: Final = "config.json"
 _MAX_CONFIG_SIZE: Final = 10_000_000
 # The largest bitsandbytes quant state read: its JSON is about 200 bytes.
 _MAX_STATE_SIZE: Final = 65_536
-_QUANT_STATE: Final = ".weight.quant_state.bitsandbytes__"
+_QUANT_STATE_SUFFIX: Final = ".weight.quant_state.bitsandbytes__"
 # Opening a config: O_NONBLOCK so that a FIFO does not wait for a writer (it is then refused
 # as not a regular file).
-_OPEN_FLAGS: Final = (
+_CONFIG_FLAGS: Final = (
     os.O_RDONLY
     | getattr(os, "O_BINARY", 0)
     | getattr(os, "O_CLOEXEC", 0)
@@ -176,7 +176,7 @@ def _local_config(path: str, notes: list[str]) -> bytes | None:
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     where = os.path.join(folder, CONFIG_NAME)
     try:
-        descriptor = os.open(where, _OPEN_FLAGS)
+        descriptor = os.open(where, _CONFIG_FLAGS)
     except FileNotFoundError:
         notes.append(f"no {CONFIG_NAME} beside the weights")
         return None
@@ -218,7 +218,7 @@ def _quant_states(
     wanted: dict[str, list[tuple[str, int, int]]] = {}
     for header in files.values():
         for info in header.tensors.values():
-            if _QUANT_STATE in info.name and info.nbytes <= _MAX_STATE_SIZE:
+            if _QUANT_STATE_SUFFIX in info.name and info.nbytes <= _MAX_STATE_SIZE:
                 shard = weight_map.get(info.name)
                 if shard is None or shard not in shards:
                     notes.append("the quant states were not read: headers without their files")

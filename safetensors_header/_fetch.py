@@ -25,7 +25,8 @@ from ._sources.options import TIMEOUT, Clock, Options
 from ._sources.planning import allocate
 from ._sources.urls import beside
 
-__all__ = ["SafetensorsFile", "beside", "local_path", "map_file", "open_file", "opened"]
+__all__ = ["SafetensorsFile", "beside", "chosen_tensors", "local_path", "map_file", "open_file"]
+__all__ += ["opened"]
 __all__ += ["read_beside"]
 __all__ += ["read_planned", "read_ranges", "read_tensor"]
 
@@ -120,7 +121,7 @@ class SafetensorsFile:
     ) -> memoryview:
         """The bytes of a tensor (of ``tensor[key]`` with a key): see `read_tensor`."""
         info = self.header.tensors[tensor] if isinstance(tensor, str) else tensor
-        return _tensor(self._range_file, info, key, into, Clock(timeout))
+        return _tensor_bytes(self._range_file, info, key, into, Clock(timeout))
 
     def read_tensors(
         self, tensors: Iterable[str | TensorInfo] | None = None, /, *, timeout: float | None = None
@@ -423,10 +424,12 @@ def read_tensor(
         info = tensor
         file = open_source(source, options.replace(timeout=None))
         _refuse_a_stream(file)
-    return _tensor(file, info, key, into, options.clock())
+    return _tensor_bytes(file, info, key, into, options.clock())
 
 
-def _tensor(file: RangeFile, info: TensorInfo, key: object, into: Any, clock: Clock) -> memoryview:
+def _tensor_bytes(
+    file: RangeFile, info: TensorInfo, key: object, into: Any, clock: Clock
+) -> memoryview:
     ranges = [(info.start, info.nbytes)] if key is None else info.byte_ranges(key)
     total = sum(length for _, length in ranges)
     if into is None:
@@ -517,3 +520,19 @@ def _buffers(into: Sequence[Any], wanted: list[tuple[int, int]]) -> list[memoryv
 
 # Where users find it (help(), reprs, pickles by reference): the package's top level.
 publish(SafetensorsFile)
+
+
+def chosen_tensors(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
+    """The entries of `names` in `header` (all of them: None), in the order given; KeyError
+    for a name it does not hold. The loaders' one way to choose tensors."""
+    if names is None:
+        return list(header.tensors.values())
+    if isinstance(names, str):
+        raise TypeError("names must be an iterable of tensor names, not a str")
+    chosen = []
+    for name in names:
+        info = header.tensors.get(name)
+        if info is None:
+            raise KeyError(f"no tensor {name!r} in the file")
+        chosen.append(info)
+    return chosen

@@ -379,7 +379,7 @@ def _u64(number: int) -> bytes:
     return number.to_bytes(_U64, "little")
 
 
-def _pieces(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
+def _piece_spans(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
     """``(offset, length)`` of each piece of at most `size` bytes of ``[start, end)``."""
     for at in range(start, end, size):
         yield at, min(size, end - at)
@@ -422,9 +422,9 @@ class _Bytes:
         """The calling thread's buffer for `read`, made once (None for a map: no copy)."""
         if self.view is not None:
             return None
-        buffer: memoryview | None = getattr(_buffers, "buffer", None)
+        buffer: memoryview | None = getattr(_piece_buffers, "buffer", None)
         if buffer is None or len(buffer) < self.size:
-            buffer = _buffers.buffer = memoryview(bytearray(self.size))
+            buffer = _piece_buffers.buffer = memoryview(bytearray(self.size))
         return buffer[: self.size]
 
     def close(self, *, check: bool) -> None:
@@ -499,7 +499,7 @@ class _Opened:
             data.close(check=False)
 
 
-_buffers = threading.local()  # each worker's piece buffer
+_piece_buffers = threading.local()  # each worker's piece buffer
 
 
 def _tensor_digest(
@@ -511,7 +511,7 @@ def _tensor_digest(
 ) -> bytes:
     hasher = new()
     buffer = data.buffer()
-    for at, count in _pieces(info.start, info.end, data.size):
+    for at, count in _piece_spans(info.start, info.end, data.size):
         hasher.update(data.read(at, count, buffer, deadline))
         data.hashed(at, count)
         if tick is not None:
@@ -575,7 +575,7 @@ def _whole_file(
     helper.start()
     whole = new()
     try:
-        for at, count in _pieces(0, size, data.size):
+        for at, count in _piece_spans(0, size, data.size):
             buffer = free.get()
             if failed:
                 break
@@ -661,13 +661,13 @@ def _digest_size(algorithm: object) -> int:
     return size
 
 
-_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
+_DIGEST_DIGITS: Final = "0123456789abcdefABCDEF"
 
 
 def _hex(text: object, size: int, algorithm: str, where: str) -> str:
     """`text` as a digest of `size` hex digits, in lower case; ValueError if it is none."""
     # Hex digits only (bytes.fromhex would skip spaces and tabs), of the algorithm's length.
-    if isinstance(text, str) and len(text) == size and not text.strip(_HEX_DIGITS):
+    if isinstance(text, str) and len(text) == size and not text.strip(_DIGEST_DIGITS):
         return text.lower()
     raise ValueError(f"{where}: a {algorithm} digest is {size} hex digits, not {_described(text)}")
 

@@ -227,7 +227,11 @@ def joined_blocks(
         if gap > joinable and not too_many:
             break
         wanted = many if gap <= joinable or max_requests is None else min(many, left - max_requests)
-        fit = wanted if not gap or extra + wanted * gap <= budget else _fitting(extra, gap, budget)
+        fit = (
+            wanted
+            if not gap or extra + wanted * gap <= budget
+            else _joined_within(extra, gap, budget)
+        )
         if fit:
             if where >= 0:
                 inside[where] = fit
@@ -267,7 +271,7 @@ def joined_blocks(
     return spans
 
 
-def _fitting(extra: int, gap: int, budget: float) -> int:
+def _joined_within(extra: int, gap: int, budget: float) -> int:
     """The most gaps of `gap` bytes that keep ``extra + count * gap`` within `budget`."""
     count = max(0, int((budget - extra) // gap))
     while count and extra + count * gap > budget:

@@ -158,7 +158,7 @@ def verify_files(
 
         if repo is None:
             raise ValueError(f"say which repository {source!r} is a copy of (repo='org/name')")
-        target = _opened(source, transport)
+        target = _verified_file(source, transport)
         opened = files_of(target)
         whole = hash_tensors(target, files=True, **transport).files
         digests = [
@@ -177,7 +177,7 @@ def _of_the_hub(source: Any, transport: Any) -> tuple[FileCheck, ...]:
     from ._checkpoint import files_of
     from ._hashes import hash_tensors
 
-    target = _opened(source, transport)
+    target = _verified_file(source, transport)
     opened = files_of(target)
     whole = hash_tensors(target, files=True, **transport)
     checks = []
@@ -194,7 +194,7 @@ def _of_the_hub(source: Any, transport: Any) -> tuple[FileCheck, ...]:
     return tuple(checks)
 
 
-def _opened(source: Any, transport: Any) -> Any:
+def _verified_file(source: Any, transport: Any) -> Any:
     """`source` opened once, for its files' names and their bytes: a `Checkpoint`, or a
     `SafetensorsFile`."""
     from ._sources import is_checkpoint

@@ -30,7 +30,7 @@ except ModuleNotFoundError as error:
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.header import Header, TensorInfo, shown_shape
 from ._encode import dtype_name
-from ._fetch import SafetensorsFile, local_path, map_file, open_file, opened
+from ._fetch import SafetensorsFile, chosen_tensors, local_path, map_file, open_file, opened
 from ._plan import ReadPlan
 from ._ranks import rank_plan
 from ._sources import Source
@@ -190,9 +190,9 @@ def load(
     """
     options = Options.given("load", transport, timeout=None)
     if mmap is not False and local_path(source) is not None:
-        return _mapped(source, names, header, max_header_size)  # type: ignore[arg-type]
+        return _mapped_arrays(source, names, header, max_header_size)  # type: ignore[arg-type]
     file = opened(source, options, header=header, max_header_size=max_header_size)
-    chosen = _choose(file.header, names)
+    chosen = chosen_tensors(file.header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
     pieces = file.read_tensors(chosen, timeout=options.timeout)
     return {
@@ -201,7 +201,7 @@ def load(
     }
 
 
-def _mapped(
+def _mapped_arrays(
     path: str | os.PathLike[str],
     names: Iterable[str] | None,
     header: Header | None,
@@ -213,7 +213,7 @@ def _mapped(
     if found is None:  # a pipe: nothing to map, read it in order
         return load(open_file(path, max_header_size=max_header_size), names=names)
     header, mapped = found
-    chosen = _choose(header, names)
+    chosen = chosen_tensors(header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]
     buffer = np.frombuffer(mapped, dtype=np.uint8) if mapped else np.zeros(0, dtype=np.uint8)
     return {
@@ -385,17 +385,3 @@ def load_rank(
         transport,
     )
     return load_plan(plan, timeout=transport.get("timeout"))
-
-
-def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
-    if names is None:
-        return list(header.tensors.values())
-    if isinstance(names, str):
-        raise TypeError("names must be an iterable of tensor names, not a str")
-    chosen = []
-    for name in names:
-        info = header.tensors.get(name)
-        if info is None:
-            raise KeyError(f"no tensor {name!r} in the file")
-        chosen.append(info)
-    return chosen

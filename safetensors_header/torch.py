@@ -34,7 +34,7 @@ except ModuleNotFoundError as error:
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected
 from ._core.header import Header, TensorInfo, shown_shape
-from ._fetch import SafetensorsFile, local_path, map_file, open_file
+from ._fetch import SafetensorsFile, chosen_tensors, local_path, map_file, open_file
 from ._plan import ReadPlan
 from ._ranks import rank_plan
 from ._sources.planning import check_fits
@@ -231,8 +231,8 @@ def load(
         found = _mapped(path, header, max_header_size)
         if found is not None:
             return _moved(_from_map(*found, names), target)
-    file = _opened(source, header, max_header_size, transport)
-    chosen = _choose(file.header, names)
+    file = _opened_file(source, header, max_header_size, transport)
+    chosen = chosen_tensors(file.header, names)
     forms = [_form(info.name, info.dtype, info.shape) for info in chosen]  # before reading
     timeout = transport.get("timeout")
     if into is None:
@@ -278,7 +278,7 @@ def _from_map(
 ) -> dict[str, torch.Tensor]:
     """The tensors of a mapped file, views of the map, placed by its header (read from, or
     checked against, the file mapped)."""
-    chosen = _choose(header, names)
+    chosen = chosen_tensors(header, names)
     forms = [_form(info.name, info.dtype, info.shape) for info in chosen]
     memory = memoryview(mapped)
     return {
@@ -287,7 +287,7 @@ def _from_map(
     }
 
 
-def _opened(
+def _opened_file(
     source: Source, header: Header | None, max_header_size: int, transport: Mapping[str, Any]
 ) -> SafetensorsFile:
     if isinstance(source, SafetensorsFile):
@@ -402,7 +402,7 @@ def open_tensors(
     """
     target = torch.device(device)
     _check_transport("open_tensors", transport)
-    file = _opened(source, header, max_header_size, transport)
+    file = _opened_file(source, header, max_header_size, transport)
     return Tensors(file, target, gap=gap, timeout=transport.get("timeout"))
 
 
@@ -574,20 +574,6 @@ def load_rank(
         transport,
     )
     return load_plan(plan, device=target, timeout=transport.get("timeout"))
-
-
-def _choose(header: Header, names: Iterable[str] | None) -> list[TensorInfo]:
-    if names is None:
-        return list(header.tensors.values())
-    if isinstance(names, str):
-        raise TypeError("names must be an iterable of tensor names, not a str")
-    chosen = []
-    for name in names:
-        info = header.tensors.get(name)
-        if info is None:
-            raise KeyError(f"no tensor {name!r} in the file")
-        chosen.append(info)
-    return chosen
 
 
 # --- writing -----------------------------------------------------------------------------

@@ -281,8 +281,8 @@ class _Difference:
                     "~",
                     out.shown(change.name),
                     differing,
-                    _number(found["max_abs_diff"]),
-                    _number(found["max_rel_diff"]),
+                    _shown_number(found["max_abs_diff"]),
+                    _shown_number(found["max_rel_diff"]),
                     f"{found['nonfinite']:,} NaN or inf" if found["nonfinite"] else "",
                 )
             )
@@ -341,7 +341,7 @@ _STYLE: Final = {"~": "changed", "-": "removed", "+": "added"}
 _SHOWN_DIGEST: Final = 12  # hex digits of a digest in the text (--json has them whole)
 
 
-def _number(value: float | None) -> str:
+def _shown_number(value: float | None) -> str:
     """A difference for people: 4 significant digits; ``-`` for none (non-finite values)."""
     return "-" if value is None else f"{value:.4g}"
 

@@ -90,7 +90,7 @@ def inspect_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
                     shown_source(source),
                     read.header,
                     tensors,
-                    sizes=_sizes(args, out),
+                    sizes=_sizes_of(args, out),
                     offsets=offsets,
                 )
         printed = True
@@ -139,7 +139,7 @@ def _inspect_checkpoint(
             }
         )
         return
-    sizes = _sizes(args, out)
+    sizes = _sizes_of(args, out)
     if not first:
         out.line()
     out.heading(
@@ -202,7 +202,7 @@ def _tree_view(args: argparse.Namespace, read: Read, out: Output, *, first: bool
             }
         )
         return
-    sizes = _sizes(args, out)
+    sizes = _sizes_of(args, out)
     if not first:
         out.line()
     files = "" if checkpoint is None else f" in {count(len(checkpoint.files), 'file')}"
@@ -310,7 +310,7 @@ class _Sizes:
         return shown if noun == "byte" else f"{shown} {noun}s"
 
 
-def _sizes(args: argparse.Namespace, out: Output) -> _Sizes:
+def _sizes_of(args: argparse.Namespace, out: Output) -> _Sizes:
     return _Sizes(args.exact or not out.tty)
 
 

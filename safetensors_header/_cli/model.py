@@ -37,16 +37,16 @@ def describe_read(read: Read, *, context: int | None = None, batch: int = 1) -> 
 
 def model_document(info: ModelInfo) -> object:
     """The --json "model" object: every field of the record, exact."""
-    return _plain(info)
+    return _plain_value(info)
 
 
-def _plain(value: object) -> object:
+def _plain_value(value: object) -> object:
     if hasattr(type(value), "__dataclass_fields__"):  # a record
-        return {name: _plain(getattr(value, name)) for name in field_names(type(value))}
+        return {name: _plain_value(getattr(value, name)) for name in field_names(type(value))}
     if isinstance(value, tuple):
-        return [_plain(item) for item in value]
+        return [_plain_value(item) for item in value]
     if hasattr(value, "items"):  # a mapping
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: _plain_value(item) for key, item in value.items()}
     return value
 
 

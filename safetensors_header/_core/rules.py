@@ -271,7 +271,7 @@ def _parse_float(token: str) -> float:
 
 
 @cache
-def _number() -> re.Pattern[str]:
+def _number_pattern() -> re.Pattern[str]:
     """A JSON number's parts (compiled on first use, as every pattern here: a cheap import)."""
     return re.compile(r"-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
 
@@ -294,7 +294,7 @@ def _f64_out_of_range(token: str) -> bool:
     So it rejects some numbers that round to f64::MAX, such as 1.7976931348623158e308.
     Underflow is never an error.
     """
-    match = _number().fullmatch(token)
+    match = _number_pattern().fullmatch(token)
     assert match is not None  # json's scanner only hands over valid number tokens
     whole, fraction, exponent_sign, exponent_digits = match.groups()
     # Integer digits: kept while the u64 holds them, then each dropped one adds a power of 10.

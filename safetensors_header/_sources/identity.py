@@ -64,7 +64,7 @@ class FileIdentity:
         return f"<FileIdentity {self.location!r}, {size}{said}>"
 
 
-class _Builder:
+class _IdentityBuilder:
     """A `FileIdentity` under construction: the same slots, plain stores, then its class set
     (as the core's builders make a `TensorInfo`): one is made per header read, and this costs
     a sixth of the record's ``__init__`` (which sets each field through
@@ -84,8 +84,8 @@ class _Builder:
         self.__class__ = FileIdentity  # type: ignore[assignment]
 
 
-#: Make a `FileIdentity` (`_Builder`).
-make_identity: Callable[..., FileIdentity] = _Builder  # type: ignore[assignment]
+#: Make a `FileIdentity` (`_IdentityBuilder`).
+make_identity: Callable[..., FileIdentity] = _IdentityBuilder  # type: ignore[assignment]
 
 
 def identity_of(header: Header) -> FileIdentity | None:

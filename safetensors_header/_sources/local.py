@@ -22,7 +22,7 @@ from .base import RangeFile, ShortRead, header_of
 from .identity import absolute, make_identity, same_path
 from .options import LOCAL_GAP
 from .planning import cut
-from .streams import StreamFile, read_at_most, stat_validators
+from .streams import STREAM_CHUNK, StreamFile, read_at_most, stat_validators
 from .threads import run_parallel
 
 __all__ = ["INDEX_NAMES", "SINGLE_NAMES", "PathFile", "directory_entry", "header_at"]
@@ -58,9 +58,6 @@ _CONTAINED_FLAGS: Final = (
 #: Bytes of a regular file read at once: most headers in one system call.
 FILE_FIRST_READ: Final = 16 * 1024
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-# A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
-# allocate n bytes before it finds that out: read at most this much at a time.
-_STREAM_CHUNK: Final = 16 * 2**20
 # A local read at least this long is split over the cores, in parts of `_PART` bytes (the
 # copy out of the page cache, and the page faults of fresh memory, scale with them).
 _PARALLEL: Final = 32 << 20
@@ -341,7 +338,7 @@ class PathFile(RangeFile):
             return PathFile(_beside(self.shown, name), self.options)
         roots = self.roots or None
         label = f"shard {name!r}"
-        if not _plain(name):
+        if not _plain_name(name):
             return _contained(_beside(self.shown, name), label, self.index, roots, self.options)
         prefix, real_prefix, inside = self._plain_folder()
         joined = real_prefix + name
@@ -417,7 +414,7 @@ def _beside(path: str, name: str) -> str:
     return os.path.join(os.path.dirname(path), name)
 
 
-def _plain(name: str) -> bool:
+def _plain_name(name: str) -> bool:
     """Whether a shard's name is a plain file name, joined to its folder as it is."""
     return os.sep == "/" and "/" not in name and name not in {"", ".", ".."}
 
@@ -537,12 +534,12 @@ def _read_one(descriptor: int, view: memoryview, position: int) -> int:
     """One read at `position` where there is no preadv: pread and a copy, or (Windows: one
     descriptor per call, so the position is not shared) a seek and a readinto."""
     if _pread is not None:
-        data = _pread(descriptor, min(len(view), _STREAM_CHUNK), position)
+        data = _pread(descriptor, min(len(view), STREAM_CHUNK), position)
         view[: len(data)] = data
         return len(data)
     os.lseek(descriptor, position, os.SEEK_SET)
     with open(descriptor, "rb", buffering=0, closefd=False) as file:
-        return file.readinto(view[:_STREAM_CHUNK]) or 0
+        return file.readinto(view[:STREAM_CHUNK]) or 0
 
 
 def mode_kind(mode: int) -> str:

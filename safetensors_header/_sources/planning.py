@@ -196,15 +196,15 @@ def memory_limit() -> int | None:
         return None
     if physical <= 0:
         return None
-    swap = _number("/proc/meminfo", b"SwapTotal:", 1024) or 0  # (not Linux: memory alone)
-    group = _number("/sys/fs/cgroup/memory.max")
+    swap = _system_number("/proc/meminfo", b"SwapTotal:", 1024) or 0  # (not Linux: memory alone)
+    group = _system_number("/sys/fs/cgroup/memory.max")
     if group is not None:
-        group_swap = _number("/sys/fs/cgroup/memory.swap.max")
+        group_swap = _system_number("/sys/fs/cgroup/memory.swap.max")
         return min(physical + swap, group + (swap if group_swap is None else group_swap))
     return physical + swap
 
 
-def _number(path: str, key: bytes = b"", unit: int = 1) -> int | None:
+def _system_number(path: str, key: bytes = b"", unit: int = 1) -> int | None:
     """The number a system file holds (after `key`, on its line, in `unit` bytes); None
     where there is no such file or number (``max``: no limit)."""
     try:

@@ -16,7 +16,7 @@ from .base import RangeFile, ShortRead
 from .identity import absolute, same_path
 from .options import LOCAL_GAP
 
-__all__ = ["BufferFile", "StreamFile", "read_at_most", "stat_validators"]
+__all__ = ["STREAM_CHUNK", "BufferFile", "StreamFile", "read_at_most", "stat_validators"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # A stream of unknown size may be far shorter than a (raised) header limit, and read(n) may
 # allocate n bytes before it finds that out: read at most this much at a time.
-_STREAM_CHUNK: Final = 16 * 2**20
+STREAM_CHUNK: Final = 16 * 2**20
 
 
 class StreamFile(RangeFile):
@@ -118,7 +118,7 @@ class StreamFile(RangeFile):
                 "copy it to a file first"
             )
         while self.position < offset:
-            skipped = self._next(min(offset - self.position, _STREAM_CHUNK))
+            skipped = self._next(min(offset - self.position, STREAM_CHUNK))
             if not skipped:
                 raise ShortRead(self.position)
 
@@ -158,7 +158,7 @@ class StreamFile(RangeFile):
                 view[:got] = self._ahead[:got]
                 self._ahead = self._ahead[got:]
             while got < len(view):
-                count = self._read_into(view[got : got + _STREAM_CHUNK])
+                count = self._read_into(view[got : got + STREAM_CHUNK])
                 if not count:
                     raise ShortRead(offset + got)
                 got += count
@@ -296,11 +296,11 @@ def read_at_most(read: Callable[[int], object], count: int) -> bytes:
 
     Raw reads may return fewer bytes than asked (then it asks again), and a file object may
     return more (they are kept: they are the bytes that follow). Reads at most
-    `_STREAM_CHUNK` bytes at a time.
+    `STREAM_CHUNK` bytes at a time.
     """
     chunks: list[bytes] = []
     while count > 0:
-        chunk: object = read(min(count, _STREAM_CHUNK))
+        chunk: object = read(min(count, STREAM_CHUNK))
         if not chunk:
             break
         if not isinstance(chunk, bytes):
