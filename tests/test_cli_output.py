@@ -568,7 +568,7 @@ def test_text_that_slipped_past_the_escaping_is_escaped_on_the_way_out(encoding:
 
 
 def test_a_dotted_name_loses_whole_parts_first() -> None:
-    from safetensors_header._cli.output import _dotted_cuts
+    from safetensors_header._cli.columns import _dotted_cuts
 
     name = "model.layers.0.self_attn.o_proj.weight"
     assert list(_dotted_cuts(name, 38, "…")) == []  # it fits: nothing to cut
@@ -586,7 +586,7 @@ def test_a_dotted_name_loses_whole_parts_first() -> None:
 
 
 def test_a_cut_name_reads_as_its_own_only() -> None:
-    from safetensors_header._cli.output import _fits, distinct_cuts
+    from safetensors_header._cli.columns import _fits, distinct_cuts
 
     assert _fits(["", "layer.0.", "dense.weight"], "x.layer.0.intermediate.dense.weight")
     assert not _fits(["", "layer.1.", "query.weight"], "e.layer.10.attention.self.query.weight")

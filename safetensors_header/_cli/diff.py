@@ -9,12 +9,12 @@ import argparse
 from collections.abc import Callable, Mapping
 
 from .._core.header import TensorInfo, shown_shape
+from .columns import columns
 from .documents import totals
 from .output import (
     PROG,
     Output,
     Progress,
-    columns,
     count,
     cut,
     human_bytes,

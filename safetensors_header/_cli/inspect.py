@@ -10,11 +10,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 
 from .._core.header import Header, TensorInfo, shown_shape
+from .columns import columns
 from .documents import finding_document, tensor_document, totals
 from .output import (
     PROG,
     Progress,
-    columns,
     count,
     cut,
     human_bytes,

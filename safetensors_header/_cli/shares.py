@@ -11,7 +11,8 @@ import argparse
 import warnings
 
 from .._core.header import shown_shape
-from .output import PROG, columns, count, shown_source
+from .columns import columns
+from .output import PROG, count, shown_source
 from .reading import Read, failure_of
 
 __all__ = ["shares_view"]

@@ -12,7 +12,8 @@ ones) breaks the run, so that what is shown once is what every block of the run 
 from __future__ import annotations
 
 from .._core.header import TensorInfo, shown_shape
-from .output import Output, columns, human_bytes, human_count
+from .columns import columns
+from .output import Output, human_bytes, human_count
 
 __all__ = ["Node", "tree_document", "tree_of", "tree_rows"]
 
