@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 
-from .._core.fileformat import DTYPE_BITS
+from .._core.fileformat import DTYPE_BITS, DTYPES
 from .._core.rules import json_document
 from .records import Quantization
 
@@ -56,7 +56,9 @@ if TYPE_CHECKING:
 
     from .records import Said, Tensor
 
-_FP8: Final = frozenset({"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"})
+# The 8-bit floats a weight is stored in (E8M0, exponents only, is a scale's type): the
+# format's table names them.
+_FP8: Final = frozenset(name for name in DTYPES if name.startswith("F8_") and name != "F8_E8M0")
 # bitsandbytes' 4-bit quant state, as QuantState.as_dict(packed=True) names it below `weight.`.
 _BNB4: Final = ("absmax", "quant_map", "nested_absmax", "nested_quant_map")
 _QUANT_STATE: Final = "quant_state.bitsandbytes__"
