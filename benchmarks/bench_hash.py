@@ -57,7 +57,8 @@ from typing import Any
 from bench_load import SHARDS, make_checkpoint, table
 
 import safetensors_header
-from safetensors_header import hash_tensors, read_checkpoint
+from safetensors_header import read_checkpoint
+from safetensors_header.integrity import hash_tensors
 
 CACHED = 256 << 10  # bytes of the buffer the single-thread speed is measured on
 SPEED_BYTES = 512 << 20  # bytes hashed to measure it (about 0.35 s at 1.5 GB/s)

@@ -42,16 +42,10 @@ import numpy as np
 from bench_load import INDEX, SHARDS, http_server, make_checkpoint, table, timed
 
 import safetensors_header
-from safetensors_header import (
-    Split,
-    TensorInfo,
-    encode_header,
-    hash_tensors,
-    plan_reads,
-    read_checkpoint,
-    split_tensors,
-)
+from safetensors_header import TensorInfo, encode_header, read_checkpoint
+from safetensors_header.integrity import hash_tensors
 from safetensors_header.numpy import load, load_rank
+from safetensors_header.plan import Split, plan_reads, split_tensors
 
 CHUNK = 8 << 20
 # Llama-3-70B: hidden size, MLP size, key/value heads' width, layers, vocabulary.

@@ -23,66 +23,80 @@ from ._totals import DtypeTotal
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from ._audit import FINDING_KINDS, Finding, audit_header
     from ._checkpoint import Checkpoint, read_checkpoint
-    from ._describe import describe_model
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
-    from ._hashes import TensorHashes, hash_tensors, verify_tensors
-    from ._model import Adapter, DtypeParameters, Evidence, Inference, ModelInfo, Quantization
-    from ._plan import Parts, PlannedTensor, ReadPlan, Split, plan_reads
-    from ._ranks import plan_rank, split_tensors
     from ._sources.hub import hub_url
     from ._sources.transport import Transport
-    from ._verify import FileCheck, published_sha256, verify_files
     from ._writer import update_metadata, write_file
 
-# The audit, the checkpoint reader, the data path, read plans, hashes, the model's
-# description and the writer load on first use, so that reading one header (and the command
-# line's cold start) pays only for the core. The adapters are submodules, imported by name:
-# safetensors_header.numpy, .zarr, .virtualizarr, .icechunk and .awkward.
+# The checkpoint reader, the data path and the writer load on first use, so that reading one
+# header (and the command line's cold start) pays only for the core. The rest is in
+# submodules, imported by name: read plans (.plan), hashes and verification (.integrity), the
+# model's description (.model), the audit (.audit), and the adapters (.numpy, .torch, .jax,
+# .zarr, .virtualizarr, .icechunk, .awkward).
 _LAZY = {
-    "FINDING_KINDS": "_audit",
-    "Finding": "_audit",
-    "audit_header": "_audit",
     "Checkpoint": "_checkpoint",
     "read_checkpoint": "_checkpoint",
-    "describe_model": "_describe",
-    "Adapter": "_model",
-    "DtypeParameters": "_model",
-    "Evidence": "_model",
-    "Inference": "_model",
-    "ModelInfo": "_model",
-    "Quantization": "_model",
     "SafetensorsFile": "_fetch",
     "open_file": "_fetch",
     "read_ranges": "_fetch",
     "read_tensor": "_fetch",
-    "TensorHashes": "_hashes",
-    "hash_tensors": "_hashes",
-    "verify_tensors": "_hashes",
     "hub_url": "_sources.hub",
-    "PlannedTensor": "_plan",
-    "ReadPlan": "_plan",
-    "Split": "_plan",
-    "plan_reads": "_plan",
-    "split_tensors": "_ranks",
-    "Parts": "_plan",
-    "plan_rank": "_ranks",
     "Transport": "_sources.transport",
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
-    "FileCheck": "_verify",
-    "published_sha256": "_verify",
-    "verify_files": "_verify",
 }
+
+
+# Names that live in a submodule of their own: found here too for one release, with a
+# DeprecationWarning that says where.
+_MOVED = {
+    **dict.fromkeys(("FINDING_KINDS", "Finding", "audit_header"), "audit"),
+    **dict.fromkeys(
+        ("FileCheck", "TensorHashes", "hash_tensors", "published_sha256", "verify_files"),
+        "integrity",
+    ),
+    "verify_tensors": "integrity",
+    **dict.fromkeys(
+        ("Adapter", "DtypeParameters", "Evidence", "Inference", "ModelInfo", "Quantization"),
+        "model",
+    ),
+    "describe_model": "model",
+    **dict.fromkeys(
+        ("Parts", "PlannedTensor", "ReadPlan", "Split", "plan_rank", "plan_reads"), "plan"
+    ),
+    "split_tensors": "plan",
+}
+
+
+# The submodules of the standard library alone, imported when first named as an attribute
+# (safetensors_header.integrity.hash_tensors after `import safetensors_header`).
+_SUBMODULES = frozenset({"audit", "integrity", "model", "plan"})
 
 
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
+    if module is None and name in _SUBMODULES:
+        from importlib import import_module
+
+        return import_module(f".{name}", __name__)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        moved = _MOVED.get(name)
+        if moved is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import warnings
+        from importlib import import_module
+
+        warnings.warn(
+            f"safetensors_header.{name} is safetensors_header.{moved}.{name} now: import it "
+            f"from there (from safetensors_header.{moved} import {name}); the name here goes "
+            "in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(f".{moved}", __name__), name)
     from importlib import import_module
 
     value = getattr(import_module(f".{module}", __name__), name)
@@ -97,54 +111,31 @@ def __dir__() -> list[str]:
 __all__ = [
     "DTYPES",
     "DTYPE_BITS",
-    "FINDING_KINDS",
     "KINDS",
     "MAX_HEADER_SIZE",
-    "Adapter",
     "Checkpoint",
     "Dtype",
-    "DtypeParameters",
     "DtypeTotal",
-    "Evidence",
-    "FileCheck",
     "FileIdentity",
-    "Finding",
     "Header",
     "HeaderError",
-    "Inference",
-    "ModelInfo",
-    "Parts",
-    "PlannedTensor",
-    "Quantization",
-    "ReadPlan",
     "RemoteError",
     "SafetensorsFile",
     "Source",
-    "Split",
-    "TensorHashes",
     "TensorInfo",
     "TensorTable",
     "Transport",
     "__version__",
-    "audit_header",
     "bytes_needed",
-    "describe_model",
     "encode_header",
-    "hash_tensors",
     "hub_url",
     "open_file",
     "parse_header",
-    "plan_rank",
-    "plan_reads",
-    "published_sha256",
     "read_checkpoint",
     "read_header",
     "read_ranges",
     "read_tensor",
-    "split_tensors",
     "update_metadata",
-    "verify_files",
-    "verify_tensors",
     "write_file",
 ]
 

@@ -44,7 +44,7 @@ FINDING_KINDS: Final = MappingProxyType(
 _SHOWN_MESSAGE: Final = 80  # characters of a message a repr shows
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.audit")
 class Finding:
     """One thing the strict audit (or a checkpoint's consistency check) reports.
 

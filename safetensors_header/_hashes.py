@@ -67,7 +67,7 @@ _MANIFEST_KEYS: Final = ("algorithm", "content", "tensors")
 _U64: Final = 8  # bytes of each length and dimension in a tensor's fingerprint record
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.integrity")
 class TensorHashes:
     """The digests of a file's or a checkpoint's tensors (and files): `hash_tensors`.
 

@@ -57,7 +57,7 @@ _SKIP: Final = object()  # a callable's answer for a tensor not read
 _SHOWN_FILES: Final = 8  # files a plan's summary lists
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.plan")
 class Split:
     """Part `rank` of `world` equal parts of a tensor along `axis`, as ``numpy.array_split``
     cuts it: the first ``size % world`` parts one element longer than the others.
@@ -96,7 +96,7 @@ class Split:
         return f"Split({self.rank}, {self.world}, axis={self.axis})"
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.plan")
 class Parts:
     """Part `rank` of `world` of a fused tensor (a QKV, a gate and up projection in one):
     each of its `parts` along `axis` split as `Split` cuts it (or whole on every rank, where
@@ -138,7 +138,7 @@ class Parts:
         return f"Parts({self.rank}, {self.world}, axis={self.axis}, parts={self.parts})"
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.plan")
 class PlannedTensor:
     """One tensor of a `ReadPlan`: what is read of it, and from where.
 
@@ -200,7 +200,7 @@ class PlannedTensor:
         )
 
 
-@frozen_record(uncompared=("files",))
+@frozen_record(uncompared=("files",), module="safetensors_header.plan")
 class ReadPlan:
     """The requests a loader makes for its tensors, and where their bytes land: `plan_reads`.
 

@@ -43,7 +43,7 @@ _KIND_PREFIX["kernels"] = "kernels/"
 _LOOKUPS: Final = 8  # the Hub's published digests asked for at once
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.integrity")
 class FileCheck:
     """One file compared with the Hugging Face Hub's (`verify_files`).
 

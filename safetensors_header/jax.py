@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
-    from . import Header, ReadPlan, SafetensorsFile, Source, TensorInfo, Transport
+    from . import Header, SafetensorsFile, Source, TensorInfo, Transport
+    from .plan import ReadPlan
 
     #: Where an array goes: a `jax.sharding.Sharding` (or a device) for every tensor, or
     #: one per tensor name (a name left out goes to JAX's default device).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import itertools
 import json
 import pickle
@@ -47,7 +48,6 @@ def test_public_names() -> None:
         "Transport",
         "bytes_needed",
         "DTYPE_BITS",
-        "FINDING_KINDS",
         "Checkpoint",
         "DtypeTotal",
         "read_checkpoint",
@@ -55,8 +55,6 @@ def test_public_names() -> None:
         "update_metadata",
         "write_file",
         "FileIdentity",
-        "Finding",
-        "audit_header",
         "KINDS",
         "MAX_HEADER_SIZE",
         "RemoteError",
@@ -70,28 +68,37 @@ def test_public_names() -> None:
         "read_tensor",
         "open_file",
         "SafetensorsFile",
-        "plan_reads",
-        "ReadPlan",
-        "PlannedTensor",
-        "Split",
-        "split_tensors",
-        "plan_rank",
-        "Parts",
-        "hash_tensors",
-        "verify_tensors",
-        "TensorHashes",
-        "verify_files",
-        "published_sha256",
-        "FileCheck",
         "hub_url",
-        "describe_model",
-        "ModelInfo",
-        "Evidence",
-        "Quantization",
-        "DtypeParameters",
-        "Adapter",
-        "Inference",
     }
+    assert len(safetensors_header.__all__) <= 30
+    # What the submodules hold, each name once.
+    held = {
+        "plan": {"Parts", "PlannedTensor", "ReadPlan", "Split", "plan_rank", "plan_reads"}
+        | {"split_tensors"},
+        "integrity": {"FileCheck", "TensorHashes", "hash_tensors", "published_sha256"}
+        | {"verify_files", "verify_tensors"},
+        "model": {"Adapter", "DtypeParameters", "Evidence", "Inference", "ModelInfo"}
+        | {"Quantization", "describe_model"},
+        "audit": {"FINDING_KINDS", "Finding", "audit_header"},
+    }
+    for name, names in held.items():
+        module = importlib.import_module(f"safetensors_header.{name}")
+        assert set(module.__all__) == names
+        for record in names:
+            value = getattr(module, record)
+            if isinstance(value, type):  # where pickles and help() find it
+                assert value.__module__ == module.__name__
+
+
+@pytest.mark.parametrize("name", ["hash_tensors", "ReadPlan", "describe_model", "Finding"])
+def test_a_name_that_moved_is_found_at_the_top_for_now_with_a_warning(name: str) -> None:
+    where = {"hash_tensors": "integrity", "ReadPlan": "plan"}.get(name)
+    where = where or {"describe_model": "model", "Finding": "audit"}[name]
+    with pytest.warns(DeprecationWarning, match=f"safetensors_header.{where}.{name}"):
+        value = getattr(safetensors_header, name)
+    assert value is getattr(importlib.import_module(f"safetensors_header.{where}"), name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        safetensors_header.nothing  # noqa: B018
     assert MAX_HEADER_SIZE == 100_000_000
 
 
@@ -192,11 +199,11 @@ def test_user_built_values() -> None:
         TensorInfo("w", "F32", (2,), 100, 108, 96),
         DtypeTotal(2, 10, 40),
         read_header(FILE),
-        safetensors_header.Finding("Padding", "the header is padded with tabs"),
+        safetensors_header.audit.Finding("Padding", "the header is padded with tabs"),
         safetensors_header.read_checkpoint(Path(__file__).parent / "data" / "tiny.safetensors"),
-        safetensors_header.Split(1, 4, axis=1),
-        safetensors_header.PlannedTensor("w", None, "F32", (2, 2), ((8, 8), (24, 8))),
-        safetensors_header.TensorHashes("sha256", {"w": "0" * 64}, "1" * 64),
+        safetensors_header.plan.Split(1, 4, axis=1),
+        safetensors_header.plan.PlannedTensor("w", None, "F32", (2, 2), ((8, 8), (24, 8))),
+        safetensors_header.integrity.TensorHashes("sha256", {"w": "0" * 64}, "1" * 64),
     ],
     ids=[
         "TensorInfo",
@@ -230,8 +237,17 @@ def test_records_are_frozen_dataclasses(value: object) -> None:
         delattr(value, names[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         value.other = 1  # type: ignore[attr-defined]
-    assert cls.__module__ == "safetensors_header"
-    if cls not in {Header, safetensors_header.Checkpoint, safetensors_header.TensorHashes}:
+    # Where users import it from: the top level, or the public submodule that holds it.
+    assert cls.__module__ in {"safetensors_header", "safetensors_header.plan"} | {
+        "safetensors_header.integrity",
+        "safetensors_header.audit",
+    }
+    assert getattr(importlib.import_module(cls.__module__), cls.__name__) is cls
+    if cls not in {
+        Header,
+        safetensors_header.Checkpoint,
+        safetensors_header.integrity.TensorHashes,
+    }:
         # (records of mappings: no as*() nor deepcopy, no hash)
         assert dataclasses.astuple(value) == values  # type: ignore[call-overload]
         assert dataclasses.asdict(value) == dict(zip(names, values, strict=True))  # type: ignore[call-overload]
@@ -321,15 +337,15 @@ def test_a_checkpoints_open_shards_are_not_compared() -> None:
     assert dataclasses.replace(one, shards={}) == one  # type: ignore[type-var]
     compared = {field.name: field.compare for field in dataclasses.fields(one)}  # type: ignore[arg-type]
     assert compared == dict.fromkeys(compared, True) | {"shards": False}
-    assert safetensors_header.Finding("A", "b").tensor is None
-    assert dataclasses.fields(safetensors_header.Finding)[2].default is None
+    assert safetensors_header.audit.Finding("A", "b").tensor is None
+    assert dataclasses.fields(safetensors_header.audit.Finding)[2].default is None
 
 
 def test_lazy_names_load_on_first_use() -> None:
     from safetensors_header import _writer
 
     assert safetensors_header.write_file is _writer.write_file
-    assert {"write_file", "read_checkpoint", "audit_header"} <= set(dir(safetensors_header))
+    assert {"write_file", "read_checkpoint"} <= set(dir(safetensors_header))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         safetensors_header.nope  # noqa: B018
 
@@ -374,9 +390,11 @@ def _checkpoint_with_a_problem(folder: Path) -> safetensors_header.Checkpoint:
 
 
 def test_lazy_classes_say_they_are_top_level_and_pickle(tmp_path: Path) -> None:
-    from safetensors_header import Checkpoint, DtypeTotal, Finding
+    from safetensors_header import Checkpoint, DtypeTotal
+    from safetensors_header.audit import Finding
 
-    assert {cls.__module__ for cls in (Checkpoint, DtypeTotal, Finding)} == {"safetensors_header"}
+    assert {cls.__module__ for cls in (Checkpoint, DtypeTotal)} == {"safetensors_header"}
+    assert Finding.__module__ == "safetensors_header.audit"
     sharded = _checkpoint_with_a_problem(tmp_path)
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "model.safetensors").write_bytes(FILE)
@@ -395,7 +413,8 @@ def test_lazy_classes_say_they_are_top_level_and_pickle(tmp_path: Path) -> None:
 
 
 def test_reprs_are_compact(tmp_path: Path) -> None:
-    from safetensors_header import DtypeTotal, Finding
+    from safetensors_header import DtypeTotal
+    from safetensors_header.audit import Finding
 
     sharded = _checkpoint_with_a_problem(tmp_path)
     assert repr(sharded) == "<Checkpoint 2 files, 4 tensors, 1 problem>"
@@ -440,9 +459,9 @@ def _readers() -> dict[str, object]:
         "load": st_numpy.load,
         "open_tensors": st_numpy.open_tensors,
         "load_rank": st_numpy.load_rank,
-        "plan_reads": safetensors_header.plan_reads,
-        "hash_tensors": safetensors_header.hash_tensors,
-        "verify_tensors": safetensors_header.verify_tensors,
+        "plan_reads": safetensors_header.plan.plan_reads,
+        "hash_tensors": safetensors_header.integrity.hash_tensors,
+        "verify_tensors": safetensors_header.integrity.verify_tensors,
     }
     try:
         from safetensors_header import awkward as st_awkward
@@ -476,7 +495,9 @@ def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path
         "load_rank": lambda f, **kw: f(path, 0, 2, axes={"w": None}, **kw),
         "plan_reads": lambda f, **kw: f(path, **kw),
         "hash_tensors": lambda f, **kw: f(path, **kw),
-        "verify_tensors": lambda f, **kw: f(path, safetensors_header.hash_tensors(path), **kw),
+        "verify_tensors": lambda f, **kw: f(
+            path, safetensors_header.integrity.hash_tensors(path), **kw
+        ),
         "from_safetensors": None,  # an awkward file is needed: its names are checked below
     }
     for name, function in _readers().items():

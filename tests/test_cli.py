@@ -317,7 +317,7 @@ def test_totals_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_validate_json_findings_carry_their_kind(tmp_path: Path) -> None:
-    from safetensors_header import FINDING_KINDS, audit_header
+    from safetensors_header.audit import FINDING_KINDS, audit_header
 
     odd = tmp_path / "odd.safetensors"
     odd.write_bytes(build('{"a":["U8",[1],[0,1]],"a":["U8",[1],[0,1]]}', 1))

@@ -385,7 +385,8 @@ def _checkpoint_files(count: int) -> dict[str, bytes]:
 
 
 def test_the_library_reports_progress(tmp_path: Path) -> None:
-    from safetensors_header import hash_tensors, read_checkpoint
+    from safetensors_header import read_checkpoint
+    from safetensors_header.integrity import hash_tensors
 
     for name, data in _checkpoint_files(5).items():
         (tmp_path / name).write_bytes(data)

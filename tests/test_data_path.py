@@ -335,7 +335,8 @@ def test_ten_shards_headers_are_asked_for_at_once(gathering: Site) -> None:
 def test_a_long_reads_parts_in_flight(gathering: Site, max_workers: int) -> None:
     # At most max_workers, and 2 a core (4 on one or two cores): more streams cost more CPU
     # than they add speed.
-    from safetensors_header import open_file, plan_reads, read_ranges
+    from safetensors_header import open_file, read_ranges
+    from safetensors_header.plan import plan_reads
 
     name = "model-00000-of-00010.safetensors"
     gathering.files[name] = build({"long": tensor("U8", [64_000], 0, 64_000)}, 64_000)

@@ -18,15 +18,8 @@ from hypothesis import strategies as st
 from loopback import Site
 from test_data_path import FILE, HEADER
 
-from safetensors_header import (
-    TensorHashes,
-    hash_tensors,
-    open_file,
-    read_checkpoint,
-    update_metadata,
-    verify_tensors,
-    write_file,
-)
+from safetensors_header import open_file, read_checkpoint, update_metadata, write_file
+from safetensors_header.integrity import TensorHashes, hash_tensors, verify_tensors
 
 REFERENCE = reference_header(FILE)  # name -> (dtype, shape, bytes), as the reference reads
 ROOT = Path(__file__).resolve().parent.parent

@@ -564,7 +564,7 @@ def test_a_xet_hash_that_appears_with_the_same_sha256_is_the_same_file(
 
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
 def test_a_config_in_any_encoding_json_reads_is_read(tmp_path: Path, encoding: str) -> None:
-    from safetensors_header import describe_model
+    from safetensors_header.model import describe_model
 
     write_file(tmp_path / "model.safetensors", {"lm_head.weight": ("F32", [4, 4], bytes(64))})
     config = '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}'

@@ -19,17 +19,9 @@ from helpers import build, tensor
 from loopback import Site
 from test_data_path import FILE
 
-from safetensors_header import (
-    HeaderError,
-    TensorHashes,
-    hash_tensors,
-    open_file,
-    read_checkpoint,
-    update_metadata,
-    verify_tensors,
-    write_file,
-)
+from safetensors_header import HeaderError, open_file, read_checkpoint, update_metadata, write_file
 from safetensors_header import _hashes as hashes_module
+from safetensors_header.integrity import TensorHashes, hash_tensors, verify_tensors
 
 Tensors = dict[str, tuple[str, tuple[int, ...], bytes]]
 

@@ -17,7 +17,7 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding  # noqa: E402
 
-from safetensors_header import DTYPES, plan_reads, read_header, write_file  # noqa: E402
+from safetensors_header import DTYPES, read_header, write_file  # noqa: E402
 from safetensors_header.jax import (  # noqa: E402
     LazyTensor,
     Tensors,
@@ -29,6 +29,7 @@ from safetensors_header.jax import (  # noqa: E402
     save_file,
 )
 from safetensors_header.numpy import safetensors_dtype  # noqa: E402
+from safetensors_header.plan import plan_reads  # noqa: E402
 
 
 def _every_dtype() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -54,6 +54,10 @@ MEMBERS = [
         "_verify",
     ],
     [
+        "plan",
+        "integrity",
+        "model",
+        "audit",
         "numpy",
         "torch",
         "jax",

@@ -23,14 +23,13 @@ import pytest
 from safetensors_header import (
     Checkpoint,
     Header,
-    ModelInfo,
-    describe_model,
     encode_header,
     open_file,
     parse_header,
     read_checkpoint,
     write_file,
 )
+from safetensors_header.model import ModelInfo, describe_model
 
 Layout = dict[str, tuple[str, list[int]]]
 Linear = Callable[[str, int, int], Layout]

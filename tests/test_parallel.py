@@ -20,16 +20,9 @@ import pytest
 np = pytest.importorskip("numpy")
 reference = pytest.importorskip("safetensors.numpy")
 
-from safetensors_header import (  # noqa: E402
-    HeaderError,
-    Parts,
-    Split,
-    plan_rank,
-    plan_reads,
-    split_tensors,
-    write_file,
-)
+from safetensors_header import HeaderError, write_file  # noqa: E402
 from safetensors_header.numpy import load_plan, load_rank  # noqa: E402
+from safetensors_header.plan import Parts, Split, plan_rank, plan_reads, split_tensors  # noqa: E402
 
 WORLDS = (2, 4, 8)
 RNG = np.random.default_rng(51)

@@ -23,18 +23,9 @@ from loopback import Site
 np = pytest.importorskip("numpy")
 reference = pytest.importorskip("safetensors.numpy")
 
-from safetensors_header import (  # noqa: E402
-    Checkpoint,
-    ReadPlan,
-    Split,
-    encode_header,
-    plan_reads,
-    read_checkpoint,
-    read_header,
-    split_tensors,
-    write_file,
-)
+from safetensors_header import Checkpoint, encode_header, read_checkpoint, read_header, write_file  # noqa: E402
 from safetensors_header.numpy import load_plan, load_rank  # noqa: E402
+from safetensors_header.plan import ReadPlan, Split, plan_reads, split_tensors  # noqa: E402
 
 LAYERS = 3
 SHAPES = {

@@ -19,15 +19,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from loopback import Site
 
-from safetensors_header import (
-    HeaderError,
-    RemoteError,
-    plan_reads,
-    read_header,
-    read_ranges,
-    read_tensor,
-)
+from safetensors_header import HeaderError, RemoteError, read_header, read_ranges, read_tensor
 from safetensors_header._sources.options import LOCAL_GAP, REMOTE_GAP
+from safetensors_header.plan import plan_reads
 
 np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")

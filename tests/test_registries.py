@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import safetensors_header
-from safetensors_header import FINDING_KINDS, KINDS
+from safetensors_header import KINDS
+from safetensors_header.audit import FINDING_KINDS
 
 PACKAGE = Path(safetensors_header.__file__).parent
 SOURCES = sorted(path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts)

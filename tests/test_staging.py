@@ -14,8 +14,9 @@ from loopback import Site
 
 np = pytest.importorskip("numpy")
 
-from safetensors_header import Split, plan_reads, write_file  # noqa: E402
+from safetensors_header import write_file  # noqa: E402
 from safetensors_header.numpy import load_plan  # noqa: E402
+from safetensors_header.plan import Split, plan_reads  # noqa: E402
 
 # Planned requests of many small runs are at most this long (_staging.STAGE_PART).
 STAGE_PART = 4 << 20
@@ -79,7 +80,8 @@ def test_staged_requests_stay_small_and_are_the_plans(tmp_path: Path, site: Site
 CHILD = """
 import json, sys
 {first}
-from safetensors_header import Split, plan_reads, write_file
+from safetensors_header import write_file
+from safetensors_header.plan import Split, plan_reads
 path = sys.argv[1] if len(sys.argv) > 1 else {path!r}
 rows, columns, world = 40, 48, 3
 data = bytes(range(256)) * (rows * columns * 2 // 256 + 1)

@@ -20,14 +20,8 @@ torch = pytest.importorskip("torch")
 reference = pytest.importorskip("safetensors.torch")
 import safetensors  # noqa: E402
 
-from safetensors_header import (  # noqa: E402
-    DTYPES,
-    HeaderError,
-    open_file,
-    plan_reads,
-    read_checkpoint,
-    read_header,
-)
+from safetensors_header import DTYPES, HeaderError, open_file, read_checkpoint, read_header  # noqa: E402
+from safetensors_header.plan import plan_reads  # noqa: E402
 from safetensors_header.torch import (  # noqa: E402
     LazyTensor,
     Tensors,

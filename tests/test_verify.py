@@ -13,14 +13,8 @@ import pytest
 from helpers import build, tensor
 from loopback import Site
 
-from safetensors_header import (
-    FileCheck,
-    RemoteError,
-    open_file,
-    published_sha256,
-    read_header,
-    verify_files,
-)
+from safetensors_header import RemoteError, open_file, read_header
+from safetensors_header.integrity import FileCheck, published_sha256, verify_files
 
 NAMES = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
 

@@ -41,7 +41,9 @@ def field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
+def frozen_record(
+    *, uncompared: Iterable[str] = (), module: str | None = None
+) -> Callable[[_R], _R]:
     """Make a class a frozen dataclass, as described in this module's docstring.
 
     Added: ``__eq__`` and ``__hash__`` over the fields (except those in `uncompared`, as a
@@ -98,21 +100,23 @@ def frozen_record(*, uncompared: Iterable[str] = ()) -> Callable[[_R], _R]:
         added.update({name: _DataclassMetadata(cls, name, skipped) for name in _METADATA})
         for attribute, value in added.items():
             setattr(cls, attribute, value)
-        return publish(cls)
+        return publish(cls, module)
 
     return make
 
 
-def publish(cls: _R) -> _R:
-    """Say that `cls` lives where users find it, at the package's top level: the class and
-    the functions in it (help(), reprs and pickles by reference name no private module)."""
-    cls.__module__ = _PACKAGE
+def publish(cls: _R, module: str | None = None) -> _R:
+    """Say that `cls` lives where users find it: at the package's top level, or in the public
+    `module` that exports it; the class and the functions in it (help(), reprs and pickles
+    by reference name no private module)."""
+    where = _PACKAGE if module is None else module
+    cls.__module__ = where
     for name, value in vars(cls).items():
         function = getattr(value, "__func__", value)  # a classmethod's or staticmethod's too
         function = getattr(function, "fget", function)  # a property's getter
         if callable(function) and hasattr(function, "__qualname__"):
             try:  # (not contextlib.suppress: importing contextlib costs a start 0.3 ms)
-                function.__module__ = _PACKAGE
+                function.__module__ = where
                 function.__qualname__ = f"{cls.__qualname__}.{name}"
             except (AttributeError, TypeError):  # builtins: read-only
                 pass

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     Tensor: TypeAlias = tuple[str, str, tuple[int, ...], int, int]
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class Evidence:
     """What a guess of `describe_model` rests on.
 
@@ -49,7 +49,7 @@ class Evidence:
         return f"<Evidence {self.claim} ({self.basis}): {self.detail}>"
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class Quantization:
     """One quantization scheme of a model's weights.
 
@@ -97,7 +97,7 @@ class Quantization:
         )
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class DtypeParameters:
     """The tensors stored in one dtype, counted as a model card counts them.
 
@@ -138,7 +138,7 @@ class DtypeParameters:
         )
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class Adapter:
     """A LoRA (or DoRA) adapter's shape.
 
@@ -162,7 +162,7 @@ class Adapter:
         set_fields(self, Adapter, (method, ranks, targets, pairs))
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class Inference:
     """The memory to run a model for `context` tokens and `batch` sequences, as hf-mem
     estimates it: the weights as stored, and the KV cache.
@@ -256,7 +256,7 @@ class Inference:
         )
 
 
-@frozen_record()
+@frozen_record(module="safetensors_header.model")
 class ModelInfo:
     """What a model is and what it needs, from its headers (and its config.json).
 
