@@ -448,9 +448,18 @@ def poolable(url: str) -> bool:
     return bool(urllib.request.proxy_bypass(parts.hostname or ""))
 
 
-@functools.cache
 def ssl_context() -> Any:
-    """The process's TLS context, the default one, made once (thread-safe to share)."""
+    """The process's TLS context, the default one, made once (thread-safe to share), by one
+    thread: threads that ask at once get the same one, and so share kept connections."""
+    with _TLS_LOCK:
+        return _default_context()
+
+
+_TLS_LOCK: Final = threading.Lock()
+
+
+@functools.cache
+def _default_context() -> Any:
     import ssl
 
     return ssl.create_default_context()
