@@ -134,6 +134,9 @@ def last_modified(data: bytes) -> str:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server: Server
+    # TCP_NODELAY, as nginx's tcp_nodelay: on a kept connection, a reply's body (a second
+    # write) would otherwise wait for the client's delayed ACK of its header lines (40 ms).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
