@@ -13,6 +13,10 @@ times, interleaved:
   bytes, nothing checked or parsed: what one call of any HTTP client costs here;
 * ``parse``: `parse_header` of those bytes alone, for how much of the first is the parse.
 
+The server keeps connections open (HTTP/1.1) with TCP_NODELAY, as nginx does; ``--nagle``
+serves without it (Python's http.server as it comes), where a client on a kept connection
+that delayed its ACKs would wait 40 ms a reply.
+
 A TLS context made per call (Python 3.12 and later make one for every ``build_opener()``,
 ``http://`` too: about 20 ms) would show as a ratio far above 1. Target: ``read_header`` at
 most 1.5x ``urllib``. Prints medians and ranges of the rounds, and the ratio of medians.
@@ -54,6 +58,10 @@ def _file(tensors: int) -> bytes:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as nginx's tcp_nodelay (on by default): without it, a reply written as
+    # two writes (its header lines, then its body) on a kept connection waits for the
+    # client's delayed ACK of the first (40 ms on Linux).
+    disable_nagle_algorithm = True
     data = b""
 
     def log_message(self, format: str, *args: object) -> None:
@@ -78,7 +86,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=50, help="calls of each per round")
     parser.add_argument("--tensors", type=int, default=10, help="in the header (10)")
+    parser.add_argument(
+        "--nagle", action="store_true", help="a server with Nagle's algorithm on (no TCP_NODELAY)"
+    )
     args = parser.parse_args()
+    _Handler.disable_nagle_algorithm = not args.nagle
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy"):
         os.environ.pop(name, None)
 

@@ -4,9 +4,9 @@ this run collected, deselected ones included (`collected_ids`)."""
 from __future__ import annotations
 
 import pytest
-from loopback import loopback_hub, serve, site
+from loopback import kept_site, loopback_hub, serve, site
 
-__all__ = ["loopback_hub", "serve", "site"]
+__all__ = ["kept_site", "loopback_hub", "serve", "site"]
 
 _DESELECTED = pytest.StashKey[set[str]]()
 

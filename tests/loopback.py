@@ -13,11 +13,15 @@ import hashlib
 import http.server
 import os
 import re
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +46,7 @@ class Hit:
     sent: int = 0  # body bytes written to the socket before the handler finished
     headers: dict[str, str] = field(default_factory=dict)  # every request header, lowercased
     method: str = "GET"
+    peer: int = 0  # the client's port: one a connection
 
 
 @dataclass
@@ -97,11 +102,17 @@ class Site:
     expiry_in_query: bool = True
     signatures: dict[str, float] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)  # in the order the requests arrived
+    # HTTP/1.1 with connections kept open between requests (else HTTP/1.0: one a request);
+    # an idle connection closed after `idle_timeout` seconds, as servers do.
+    keep_alive: bool = False
+    idle_timeout: float | None = None
+    connections: int = 0  # accepted, counted by the server
+    scheme: str = "http"
     finished: int = 0  # handlers done (their `sent` and `status` are final)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}/{path}"
+        return f"{self.scheme}://{host}:{self.port}/{path}"
 
     def done(self, count: int) -> list[Hit]:
         """The hits, once `count` handlers have finished."""
@@ -123,9 +134,23 @@ def last_modified(data: bytes) -> str:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server: Server
+    # TCP_NODELAY, as nginx's tcp_nodelay: on a kept connection, a reply's body (a second
+    # write) would otherwise wait for the client's delayed ACK of its header lines (40 ms).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def setup(self) -> None:
+        self.timeout = self.server.site.idle_timeout  # then the connection is closed
+        super().setup()
+        if self.server.tls is not None:
+            self.request.do_handshake()  # here, on the connection's thread
+
+    def parse_request(self) -> bool:
+        if self.server.site.keep_alive:
+            self.protocol_version = "HTTP/1.1"  # the connection stays open after a reply
+        return super().parse_request()
 
     head_only = False
 
@@ -145,6 +170,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             cookie=self.headers.get("Cookie"),
             if_range=self.headers.get("If-Range"),
             headers={name.lower(): value for name, value in self.headers.items()},
+            peer=self.client_address[1],
         )
         # Logged on arrival, under the lock: a client sends its next request only after this
         # one's answer, so `hits` is in request order even when handlers finish out of order.
@@ -314,14 +340,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _redirect(self, hit: Hit, location: str, headers: dict[str, str] | None = None) -> None:
+    def _redirect(
+        self, hit: Hit, location: str, headers: dict[str, str] | None = None, body: bytes = b""
+    ) -> None:
         hit.status = 302
         self.send_response(302)
         self.send_header("Location", location)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def _to_cdn(self, hit: Hit, data: bytes, cdn: Site) -> None:
         """The Hub's answer for a large file: 302 to the CDN, signed, the file named."""
@@ -335,15 +364,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         query = f"Expires={expires:.3f}&" if cdn.expiry_in_query else ""
         query += f"Signature={token}&Key-Pair-Id=K"
         etag = f'"{digest}"'
+        target = cdn.url(f"{blob}?{query}")
         self._redirect(
             hit,
-            cdn.url(f"{blob}?{query}"),
+            target,
             {
                 "X-Linked-Size": str(len(data)),
                 "X-Linked-Etag": etag,
                 "X-Xet-Hash": hashlib.sha256(b"xet" + data).hexdigest(),
                 "ETag": etag,
             },
+            f"Found. Redirecting to {target}".encode(),  # as the Hub's
         )
 
     def _signed(self, site: Site) -> bool:
@@ -357,16 +388,26 @@ class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64  # many threads connect at once; 5 would drop SYNs (1 s retries)
     site: Site
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        with self.site.lock:
+            self.site.connections += 1
+        if self.tls is not None:  # the handshake on the connection's thread (`setup`)
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hangs up mid-body is part of the tests
 
 
 @contextlib.contextmanager
-def _serving(delays: list[float]) -> Iterator[Site]:
-    """A `Site` served on 127.0.0.1 until the block ends."""
+def _serving(delays: list[float], tls: ssl.SSLContext | None = None) -> Iterator[Site]:
+    """A `Site` served on 127.0.0.1 until the block ends (over TLS with `tls`)."""
     server = Server(("127.0.0.1", 0), Handler)
-    server.site = Site(port=server.server_address[1])
+    server.tls = tls
+    server.site = Site(port=server.server_address[1], scheme="http" if tls is None else "https")
     server.site.delays = delays  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
@@ -497,3 +538,103 @@ def partial(
 def whole(data: bytes) -> bytes:
     head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
     return head.encode() + data
+
+
+# --- HTTPS on loopback ---------------------------------------------------------------------
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, signed by its own key, and the key (PEM):
+    made with the ``cryptography`` package, else the ``openssl`` command; the test is
+    skipped when neither is here."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:
+        if shutil.which("openssl") is None:
+            pytest.skip("no certificate to serve HTTPS with: neither cryptography nor openssl")
+        command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2"
+        command += " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1,DNS:localhost"
+        subprocess.run(
+            [*command.split(), "-keyout", str(key), "-out", str(cert)],
+            check=True,
+            capture_output=True,
+        )
+        return cert, key
+    import datetime
+    import ipaddress
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    public = private.public_key()
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(private, hashes.SHA256())
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert, key
+
+
+@pytest.fixture(params=["http", "https"])
+def kept_site(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Site]:
+    """`site` over HTTP/1.1 with connections kept open, and over HTTPS (a certificate of
+    its own that the process's TLS context trusts: ``SSL_CERT_FILE``), counting the
+    connections it accepts. The process's idle connections are closed before and after."""
+    from safetensors_header._sources import http_wire
+
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(http_wire.KEEP_ALIVE_VARIABLE, raising=False)
+    delays: list[float] = []
+    monkeypatch.setattr(remote, "sleep", delays.append)
+    tls = None
+    if request.param == "https":
+        cert, key = self_signed(tmp_path)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(cert, key)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    http_wire._default_context.cache_clear()  # made again, trusting it
+    _close_idle()
+    try:
+        with _serving(delays, tls) as served:
+            served.keep_alive = True
+            yield served
+    finally:
+        _close_idle()
+        http_wire._default_context.cache_clear()
+
+
+def _close_idle() -> None:
+    from safetensors_header._sources import http_wire
+
+    for key in list(http_wire.CONNECTIONS.idle):
+        http_wire.CONNECTIONS.drop(key)

@@ -518,6 +518,7 @@ def test_every_reader_takes_the_transport_keywords_and_only_those(tmp_path: Path
             "storage_options": {},
             "max_workers": 2,
             "part_size": 1 << 20,
+            "keep_alive": False,
         }
         assert set(every) == set(TRANSPORT)
         call(function, **every)

@@ -39,16 +39,7 @@ from .http_replies import (
     transient,
     waited,
 )
-from .http_wire import (
-    DEFAULT_PORTS,
-    RANGE_HEADERS,
-    SAFE_ACROSS_ORIGINS,
-    USER_AGENT,
-    Pool,
-    opener,
-    origin,
-    quoted,
-)
+from .http_wire import RANGE_HEADERS, SAFE_ACROSS_ORIGINS, get, keep_alive, origin, quoted
 from .hub import hub_hint
 from .urls import redact, scrub
 
@@ -141,8 +132,7 @@ class Exchange:
             if name.lower() not in RANGE_HEADERS
         }
         self.last_count = 0
-        self.pool: Pool | None = None  # kept-alive connections, for the parts of a read
-        self.opener = opener()  # the process's
+        self.keep = keep_alive(file.options.keep_alive)  # the process's kept connections
 
     @property
     def url(self) -> str:
@@ -176,15 +166,11 @@ class Exchange:
         return self._retried(lambda: self._whole_document(limit))
 
     def _open(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        import urllib.request
-
-        request = urllib.request.Request(url, headers=headers)
-        request.clock = self.clock  # type: ignore[attr-defined]  # for the timed handlers
-        request.hops = []  # type: ignore[attr-defined]  # what its redirects said
+        """The 2xx reply to a GET of `url`, its redirects followed (`http_wire.get`)."""
+        hops: list[Message] = []  # what its redirects said
+        urlsplit(url)  # a URL that cannot be read is the caller's ValueError (as urllib's)
         try:
-            response: http.client.HTTPResponse = self.opener.open(
-                request, timeout=self.clock.left()
-            )
+            response = get(url, headers, self.clock, keep=self.keep, hops=hops)
         except (ValueError, OverflowError) as error:
             # http.client and urllib on a reply they cannot read (a redirect's body with a
             # Content-Length of 30 digits, ...): what the server sent, not a caller's mistake.
@@ -193,7 +179,7 @@ class Exchange:
                 f"{type(error).__name__}: {scrub(plain(str(error), 200), self.file.given)}",
                 url=self.shown,
             ) from error
-        response.hops = request.hops  # type: ignore[attr-defined]
+        response.hops = hops  # type: ignore[attr-defined]
         return response
 
     def _whole_document(self, limit: int, *, again: bool = False) -> bytes:
@@ -327,10 +313,7 @@ class Exchange:
             if file.identified and file.if_range is not None:
                 headers["If-Range"] = file.if_range
         try:
-            if self.pool is not None and not resolving:
-                response = self._pooled(url, headers)
-            else:
-                response = self._open(url, headers)
+            response = self._open(url, headers)
         except urllib.error.HTTPError as error:
             with error:
                 location = error.geturl() or url
@@ -370,45 +353,9 @@ class Exchange:
             )
         finally:
             # Closing it is what stops a 200's body: the rest is never sent. (Unless a header
-            # read goes on along it.)
+            # read goes on along it.) Its connection is kept if it was read to its end.
             if not file.holds(response):
                 response.close()
-            if self.pool is not None:
-                self.pool.done(response)
-
-    def _pooled(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        """The reply to a GET of `url` on a kept-alive connection of the pool; a redirect
-        (not expected once a file is pinned) is followed by urllib; an error status raised
-        as urllib raises it."""
-        import http.client
-        import urllib.error
-
-        assert self.pool is not None
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        key = (scheme, parts.hostname or "", parts.port or DEFAULT_PORTS[scheme])
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        fields = {"User-Agent": USER_AGENT, **headers}
-        while True:
-            connection, reused = self.pool.take(key)
-            try:
-                connection.request("GET", target, headers=fields)
-                response = connection.getresponse()
-            except (OSError, http.client.HTTPException):
-                connection.close()
-                if reused:
-                    continue  # a kept-alive connection the server has closed meanwhile
-                raise
-            break
-        response.url = url  # (urllib's replies say where they are from)
-        self.pool.lend(response, key, connection)
-        status = response.status
-        if 300 <= status < 400:
-            response.close()
-            return self._open(url, headers)
-        if not 200 <= status < 300:
-            raise urllib.error.HTTPError(url, status, response.reason, response.headers, response)
-        return response
 
     def _check_body(self, response: http.client.HTTPResponse) -> None:
         """RemoteError for a body whose bytes are not the file's as they are."""

@@ -56,7 +56,6 @@ import time
 from .base import RangeFile, ShortRead
 from .http_exchange import Exchange
 from .http_replies import LINKED
-from .http_wire import Pool, poolable
 from .hub import linked_sha256
 from .options import REMOTE_GAP
 from .planning import parts, streams, with_segments
@@ -262,9 +261,6 @@ class HttpFile(RangeFile):
                 raise ShortRead(self._end(start + got))
             return
 
-        # The parts go to the final URL on kept-alive connections, one per thread.
-        exchange.pool = Pool(clock) if poolable(self.final or self.url) else None
-
         def one(read: Read) -> None:
             start, stop, segments = read
             if self.size is not None and start >= self.size:
@@ -273,11 +269,7 @@ class HttpFile(RangeFile):
             if got < stop - start:
                 raise ShortRead(self._end(start + got))
 
-        try:
-            run_parallel(one, pending, streams(self.options.max_workers))
-        finally:
-            if exchange.pool is not None:
-                exchange.pool.close()
+        run_parallel(one, pending, streams(self.options.max_workers))
 
     def _end(self, where: int) -> int:
         """Where the file ends, for a read that stopped at `where`."""

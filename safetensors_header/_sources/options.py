@@ -46,7 +46,16 @@ REMOTE_GAP: Final = 1 << 20
 LOCAL_GAP: Final = 4096
 #: The keywords of `Transport`: what every reading function takes as ``**transport``.
 TRANSPORT: Final = frozenset(
-    ("headers", "timeout", "retries", "first_read", "storage_options", "max_workers", "part_size")
+    (
+        "headers",
+        "timeout",
+        "retries",
+        "first_read",
+        "storage_options",
+        "max_workers",
+        "part_size",
+        "keep_alive",
+    )
 )
 
 
@@ -65,6 +74,7 @@ class Options:
         "storage_options",
         "max_workers",
         "part_size",
+        "keep_alive",
         "gap",
     )
 
@@ -78,6 +88,7 @@ class Options:
         storage_options: Mapping[str, Any] | None = None,
         max_workers: int = WORKERS,
         part_size: int = PART_SIZE,
+        keep_alive: bool = True,
         gap: int | None = None,
     ) -> None:
         if timeout is not None:
@@ -93,9 +104,12 @@ class Options:
         _at_least("part_size", part_size, 1)
         if gap is not None:
             _at_least("gap", gap, 0)
+        if not isinstance(keep_alive, bool):
+            raise TypeError(f"keep_alive must be a bool, not {type(keep_alive).__name__}")
         self.headers, self.timeout, self.retries = headers, timeout, retries
         self.first_read, self.storage_options = first_read, storage_options
         self.max_workers, self.part_size, self.gap = max_workers, part_size, gap
+        self.keep_alive = keep_alive
 
     @classmethod
     def given(cls, function: str, transport: Mapping[str, Any], /, **defaults: Any) -> Options:

@@ -53,6 +53,11 @@ class Transport(TypedDict, total=False):
             bytes, or, where that would make more parts than there are streams (see
             `max_workers`), one part per stream of up to ``4 * part_size`` (fewer
             requests, each a round trip, while every stream stays busy). Default: 16 MiB.
+        keep_alive: For URLs: whether requests go on the process's kept-alive connections
+            (one per host, reused by the calls that follow: no new connection or TLS
+            handshake each time). ``False``: each request on a new connection, closed
+            after its reply. ``SAFETENSORS_HEADER_KEEP_ALIVE=0`` in the environment turns
+            them off for every call. Default: ``True``.
     """
 
     headers: Mapping[str, str] | None
@@ -62,6 +67,7 @@ class Transport(TypedDict, total=False):
     storage_options: Mapping[str, Any] | None
     max_workers: int
     part_size: int
+    keep_alive: bool
 
 
 publish(Transport)
