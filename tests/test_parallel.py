@@ -678,7 +678,7 @@ def test_heads_that_do_not_divide_leave_q_k_v_whole(tmp_path: Path) -> None:
 def test_a_config_that_does_not_fit_the_shapes_is_no_rule(tmp_path: Path) -> None:
     arrays, config = _decoder("llama", 8, 2, 4)
     folder = _write(tmp_path, arrays, {**config, "num_attention_heads": 5})
-    with pytest.warns(UserWarning, match="is no 5 heads"):
+    with pytest.warns(UserWarning, match="is not 5 heads"):
         plan_rank(folder, 0, 2)
     with pytest.raises(HeaderError, match="q_proj"):
         plan_rank(folder, 0, 2, strict=True)
@@ -865,3 +865,78 @@ def test_parts_that_do_not_fit_their_tensor_are_refused(tmp_path: Path) -> None:
     assert flat.tensors[0].shape == (6,)  # no axis 1: whole
     assert flat.tensors[0].axis is None
     assert repr(Parts(1, 2, 0, ((2, True),))) == "Parts(1, 2, axis=0, parts=((2, True),))"
+
+
+def _rules(config: dict[str, Any] | None, world: int = 2) -> Any:
+    from safetensors_header._model.parallel import TensorParallel
+
+    return TensorParallel(world, config)
+
+
+def test_heads_are_held_to_their_exact_size() -> None:
+    """q, k, v and the output are split only where their size is exactly their heads': a
+    sub-model with heads of its own, k/v heads the config does not count, and a cross-
+    attention's [k, v] are whole (and said to be no rule), never cut inside a head."""
+    llama = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8}
+    rules = _rules({**llama, "num_key_value_heads": 4}, 4)
+    assert rules.share("model.layers.0.self_attn.k_proj.weight", (32, 64)).axis == 0
+    # The config does not say the k/v heads (4 of 8): they are taken for 8, which 32 is not.
+    share = _rules(llama, 4).share("model.layers.0.self_attn.k_proj.weight", (32, 64))
+    assert share.axis is None
+    assert not share.known
+    assert "is not 8 heads of 8" in share.rule
+    # A Q-Former (3 heads of 16) beside a text model of 4 heads of 16.
+    blip = {"model_type": "blip-2", "text_config": {**llama, "num_attention_heads": 4}}
+    blip["vision_config"] = {"num_attention_heads": 2}
+    share = _rules(blip, 4).share(
+        "qformer.encoder.layer.0.attention.attention.query.weight", (48, 48)
+    )
+    assert (share.axis, share.known) == (None, False)
+    text = _rules(blip, 4).share("language_model.model.layers.0.self_attn.q_proj.weight", (64, 64))
+    assert text.axis == 0
+    # A perceiver resampler's k (2 heads of 16 = 32 rows, as the text model's 4 heads of 8).
+    idefics = {"model_type": "idefics2", "text_config": {**llama, "num_key_value_heads": 4}}
+    idefics["vision_config"] = {"num_attention_heads": 2}
+    name = "model.connector.perceiver_resampler.layers.0.self_attn.k_proj.weight"
+    assert _rules(idefics, 4).share(name, (32, 64)).axis is None
+    # GPT-2's cross-attention c_attn is [k, v], not [q, k, v].
+    gpt2 = {"model_type": "gpt2", "n_embd": 96, "n_head": 2, "add_cross_attention": True}
+    cross = _rules(gpt2).share("transformer.h.0.crossattention.c_attn.weight", (96, 192))
+    assert (cross.axis, cross.known) == (None, False)
+    assert _rules(gpt2).share("transformer.h.0.attn.c_attn.weight", (96, 288)).axis == 1
+
+
+def test_names_whose_meaning_is_the_models() -> None:
+    # ChatGLM's dense_h_to_4h is a fused [gate; up]: split part by part.
+    glm = _rules({"model_type": "chatglm", "hidden_size": 64, "num_attention_heads": 4})
+    share = glm.share("transformer.encoder.layers.0.mlp.dense_h_to_4h.weight", (192, 64))
+    assert (share.axis, share.parts) == (0, ((96, True), (96, True)))
+    # Qwen (v1)'s w2 is column-parallel, Mixtral's a down projection (row-parallel).
+    qwen = _rules({"model_type": "qwen", "hidden_size": 64, "num_attention_heads": 4})
+    assert qwen.share("transformer.h.0.mlp.w2.weight", (48, 64)).axis == 0
+    mixtral = _rules({"model_type": "mixtral", "hidden_size": 64, "num_attention_heads": 4})
+    assert mixtral.share("model.layers.0.block_sparse_moe.experts.0.w2.weight", (64, 48)).axis == 1
+    # Elsewhere, and without a config, such a name is no rule: whole, and said.
+    for rules in (_rules({"model_type": "something", "hidden_size": 8}), _rules(None)):
+        share = rules.share("model.layers.0.mlp.w2.weight", (64, 48))
+        assert (share.axis, share.known) == (None, False)
+        assert "differs by model" in share.rule
+
+
+def test_a_quantized_checkpoint_a_tiny_axis_and_a_norm_in_a_modules_name() -> None:
+    quantized = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8}
+    quantized["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    share = _rules(quantized).share("model.layers.0.mlp.down_proj.weight", (4096, 1))
+    assert (share.axis, share.known) == (None, False)
+    assert "quantized" in share.rule
+    # A vocabulary of 5 among 8 ranks: some would hold nothing of it.
+    share = _rules({"model_type": "llama"}, 8).share("model.embed_tokens.weight", (5, 16))
+    assert (share.axis, share.known) == (None, False)
+    # DBRX keeps its attention under "norm_attn_norm.": a norm is a module's last name only.
+    dbrx = _rules({"model_type": "dbrx", "d_model": 64, "n_heads": 4})
+    assert dbrx.share("transformer.blocks.0.norm_attn_norm.norm_1.weight", (64,)).rule == (
+        "norm: whole"
+    )
+    share = dbrx.share("transformer.blocks.0.norm_attn_norm.attn.Wqkv.weight", (192, 64))
+    assert share.rule != "norm: whole"
+    assert not share.known

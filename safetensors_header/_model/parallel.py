@@ -11,7 +11,9 @@ The layout is Megatron-LM's, as vLLM and transformers' ``base_model_tp_plan`` us
   ranks' partial sums are reduced);
 * q, k and v are split at head boundaries, or are whole when their heads do not divide among
   the ranks (a rank then holds every head of k and v, and picks its own); the attention's
-  output follows q;
+  output follows q. Each is held to exactly its heads' size (the config's heads times its
+  head size): anything else (a sub-model with heads of its own, heads the config does not
+  count) is no rule;
 * a fused QKV is split part by part (each of q, k and v split, the rank's parts joined) where
   its parts lie one after the other (GPT-2's ``c_attn``, Phi-3's ``qkv_proj``), and as one
   where each head holds its own q, k and v (GPT-NeoX's ``query_key_value``);
@@ -68,7 +70,7 @@ _RULES: Final = tuple(
         (_P + r"(attn|attention)\.bias$", _WHOLE, "buffer (a causal mask)"),
         (_P + r"rotary_emb\.", _WHOLE, "buffer"),
         # Norms: LayerNorm, RMSNorm, ln_1, q_norm... (per feature: every rank needs all).
-        (_P + r"([^.]*norm[^.]*|ln(_[^.]*)?)\.", _WHOLE, "norm"),
+        (_P + r"([^.]*norm[^.]*|ln(_[^.]*)?)\.[^.]+$", _WHOLE, "norm"),
         # MoE routers: every rank routes every token.
         (_P + r"block_sparse_moe\.gate\.weight$", _WHOLE, "MoE router"),
         (_P + r"mlp\.gate\.[^.]+$", _WHOLE, "MoE router"),
@@ -113,6 +115,20 @@ _RULES: Final = tuple(
         (_P + r"intermediate\.dense\.(weight|bias)$", "column", ""),
     )
 )
+# Names that mean one layer in some models and another in others: a rule holds only for the
+# model_types named (ChatGLM's dense_h_to_4h is a fused [gate; up], GPT-NeoX's an up
+# projection; Qwen (v1)'s w2 is column-parallel, Mixtral's a down projection); elsewhere,
+# and without a config, no rule.
+_AMBIGUOUS: Final = re.compile(_P + r"(w1|w2|w3|dense_h_to_4h)\.(weight|bias)$")
+_MEANINGS: Final[Mapping[str, Mapping[str, str]]] = {
+    "mixtral": {"w1": "column", "w3": "column", "w2": "row"},
+    "qwen2_moe": {"w1": "column", "w3": "column", "w2": "row"},
+    "qwen3_moe": {"w1": "column", "w3": "column", "w2": "row"},
+    "gpt_neox": {"dense_h_to_4h": "column"},
+    "bloom": {"dense_h_to_4h": "column"},
+    "chatglm": {"dense_h_to_4h": "gate_up"},
+    "qwen": {"w1": "column", "w2": "column"},
+}
 # GPT-2's Conv1D layers ([in, out]); only GPT-2 (or a model named so, without a config).
 _CONV1D: Final = re.compile(_P + r"(c_attn|c_proj|c_fc)\.")
 _CONV1D_TYPES: Final = frozenset({"gpt2"})
@@ -123,6 +139,9 @@ _INDEXES: Final = re.compile(r"\.\d+(?=\.)")
 _HEADED: Final = frozenset({"q", "kv", "o", "qkv", "qkv_heads", "heads_last"})
 _TOWER: Final = re.compile(r"(?:^|\.)(vision|visual|image|audio|speech)[^.]*\.")
 _TOWER_CONFIGS: Final = ("vision_config", "audio_config", "text_config")
+# Where a multimodal model keeps its text model, whose heads the config counts: anything else
+# with heads (a Q-Former, a perceiver resampler, a projector) has heads of its own.
+_TEXT_MODEL: Final = re.compile(r"(?:^|\.)(language_model|text_model|model\.layers)\.")
 # A LoRA adapter's part of a name: PEFT's (lora_A.weight, lora_embedding_A...), kohya's.
 _LORA: Final = re.compile(
     r"\.(lora_a|lora_b|lora_down|lora_up|lora_embedding_a|lora_embedding_b|"
@@ -168,6 +187,8 @@ _ARCHITECTURES: Final = {
     "qwen3_moe": "Qwen3-MoE",
     "t5": "T5",
     "mt5": "mT5",
+    "chatglm": "ChatGLM",
+    "qwen": "Qwen",
 }
 
 
@@ -238,9 +259,11 @@ class TensorParallel:
         "architecture",
         "configured",
         "conv1d",
+        "head_dim",
         "heads",
         "kv_heads",
         "model_type",
+        "quantized",
         "towers",
         "world",
     )
@@ -265,6 +288,17 @@ class TensorParallel:
         self.heads = _count(text, "num_attention_heads", "n_head", "n_heads", "num_heads")
         kv = _count(text, "num_key_value_heads", "n_head_kv", "num_kv_heads")
         self.kv_heads = kv if kv else self.heads
+        # A head's size: said, or the hidden size over the heads. q, k, v and the output are
+        # held to exactly their heads' size (a sub-model with heads of its own, a Q-Former or
+        # a resampler, or k/v heads the config does not count, fit no rule).
+        hidden = _count(text, "hidden_size", "n_embd", "d_model", "dim")
+        said = _count(text, "head_dim", "d_kv", "kv_channels", "attention_head_size")
+        self.head_dim = said or (hidden // self.heads if self.heads and hidden else 0)
+        # A quantized checkpoint's weights are packed (bitsandbytes' [out * in / 2, 1]...):
+        # their shapes are no layer's, so no rule splits them.
+        self.quantized = isinstance((config or {}).get("quantization_config"), dict) or (
+            isinstance(text.get("quantization_config"), dict)
+        )
         # Conv1D layers: GPT-2's, or (without a config) names that only GPT-2 uses, where
         # the shape says [in, out] (`_conv1d_shaped`: a Linear's would be [out, in]).
         self.configured = bool(config)
@@ -294,6 +328,17 @@ class TensorParallel:
         kind, reason = found
         if kind == _WHOLE:
             return Share(None, (), f"{reason}: whole")
+        ambiguous = _AMBIGUOUS.search(lowered)
+        if ambiguous is not None:
+            meant = _MEANINGS.get(self.model_type or "", {}).get(ambiguous.group(1))
+            if meant is None:
+                said = f"{self.architecture}" if self.configured else "a model without a config"
+                return Share(
+                    None, (), f"no rule: what it is differs by model ({said}): whole", False
+                )
+            kind = meant
+        if self.quantized:
+            return Share(None, (), "no rule: a quantized checkpoint's packed weights: whole", False)
         conv1d = _CONV1D.search(lowered) is not None
         fused = _FUSED.get(kind)
         if (conv1d and not self.conv1d) or (
@@ -302,6 +347,9 @@ class TensorParallel:
             return Share(None, (), f"no rule for {self.architecture}: whole", known=False)
         if kind in _HEADED and self.towers and _TOWER.search(lowered):
             return Share(None, (), "no rule: a tower's heads are not the config's: whole", False)
+        if kind in _HEADED and self.towers and not _TEXT_MODEL.search(lowered):
+            why = "no rule: a sub-model's heads are not the text model's: whole"
+            return Share(None, (), why, False)
         side = _SIDES[kind]
         bias = lowered.endswith(".bias")
         if role is not None:
@@ -347,16 +395,25 @@ class TensorParallel:
             if not heads:
                 return Share(None, (), f"{label}: whole (no config gives its heads)", False)
             unit = 3 if kind == "qkv_heads" else 1  # q, k, v of a head lie together
-            if size % (heads * unit) if kind != "heads_last" else size != heads:
+            if kind == "heads_last":
+                fits = size == heads
+            elif self.head_dim:
+                fits = size == heads * unit * self.head_dim
+            else:  # (a config without a hidden size: the heads must at least divide it)
+                fits = size % (heads * unit) == 0
+            if not fits:
+                head = f" of {self.head_dim}" if self.head_dim and kind != "heads_last" else ""
                 return Share(
                     None,
                     (),
-                    f"{label}: whole ({size:,} along axis {axis} is no {heads} heads)",
+                    f"{label}: whole ({size:,} along axis {axis} is not {heads} heads{head})",
                     False,
                 )
             if heads % world:
                 return Share(None, (), f"{label}: whole ({heads} heads do not divide by {world})")
             return Share(axis, (), f"{label} at head boundaries, axis {axis}")
+        if size < world:  # some ranks would hold nothing of it
+            return Share(None, (), f"{label}: whole ({size:,} along axis {axis} < {world})", False)
         if kind == "qkv":
             return self._parts(label, axis, size)
         if kind == "gate_up":
@@ -371,11 +428,14 @@ class TensorParallel:
         if not heads:
             return Share(None, (), f"{label}: whole (no config gives its heads)", False)
         # q has `heads` heads and k and v `kv` each, of one head size.
-        if size % (heads + 2 * kv):
+        head = self.head_dim or (size // (heads + 2 * kv) if size % (heads + 2 * kv) == 0 else 0)
+        if not head or size != (heads + 2 * kv) * head:
             return Share(
-                None, (), f"{label}: whole ({size:,} is no {heads}+{kv}+{kv} heads)", False
+                None,
+                (),
+                f"{label}: whole ({size:,} is not {heads}+{kv}+{kv} heads of {head})",
+                False,
             )
-        head = size // (heads + 2 * kv)
         if heads % self.world:
             return Share(None, (), f"{label}: whole ({heads} heads do not divide by {self.world})")
         split_kv = kv % self.world == 0
