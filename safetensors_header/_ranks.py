@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._core.header import TensorInfo
     from ._sources.transport import Transport
 
-_SHOWN_NAMES: Final = 5  # tensor names a warning or an error lists
+_LISTED_NAMES: Final = 5  # tensor names a warning or an error lists
 
 
 def split_tensors(
@@ -189,8 +189,8 @@ def _unknown(  # noqa: PLR0917 - rank_plan's findings
     names = [info.name for info in tensors]
     shown_names = "; ".join(
         name if shares[name].rule == "no rule: whole" else f"{name} ({shares[name].rule})"
-        for name in names[:_SHOWN_NAMES]
-    ) + (f" (and {len(names) - _SHOWN_NAMES:,} more)" if len(names) > _SHOWN_NAMES else "")
+        for name in names[:_LISTED_NAMES]
+    ) + (f" (and {len(names) - _LISTED_NAMES:,} more)" if len(names) > _LISTED_NAMES else "")
     if strict:
         raise HeaderError(
             "NoSplitRule",

@@ -67,7 +67,7 @@ def execute(
             (last - first + 1) * part[0].length for _, first, last, part in rows
         )
         if count > 1 and asked < STAGE_BELOW * count:
-            staged.append(((start, stop, sorted(inside, key=_first)), rows))
+            staged.append(((start, stop, sorted(inside, key=_segment_start)), rows))
         else:  # a run or a few long ones: straight into their buffers
             for _, first, last, (runs, target) in rows:
                 length, stride = runs.length, runs.stride
@@ -75,7 +75,7 @@ def execute(
                     (runs.start + row * stride, target[row * length : (row + 1) * length])
                     for row in range(first, last + 1)
                 ]
-            direct.append((start, stop, sorted(inside, key=_first)))
+            direct.append((start, stop, sorted(inside, key=_segment_start)))
     read_planned(file, direct, clock)
     if not staged:
         return
@@ -188,5 +188,5 @@ def copy_rows(  # noqa: PLR0917 - a strided copy's geometry
     )
 
 
-def _first(segment: Segment) -> int:
+def _segment_start(segment: Segment) -> int:
     return segment[0]

@@ -143,7 +143,7 @@ _TOWER_CONFIGS: Final = ("vision_config", "audio_config", "text_config")
 # with heads (a Q-Former, a perceiver resampler, a projector) has heads of its own.
 _TEXT_MODEL: Final = re.compile(r"(?:^|\.)(language_model|text_model|model\.layers)\.")
 # A LoRA adapter's part of a name: PEFT's (lora_A.weight, lora_embedding_A...), kohya's.
-_LORA: Final = re.compile(
+_LORA_PART: Final = re.compile(
     r"\.(lora_a|lora_b|lora_down|lora_up|lora_embedding_a|lora_embedding_b|"
     r"lora_magnitude_vector)(\.[^.]+)?$"
 )
@@ -318,7 +318,7 @@ class TensorParallel:
     def _share(self, name: str, shape: tuple[int, ...]) -> Share:
         lowered = name.lower()
         role = None
-        lora = _LORA.search(lowered)
+        lora = _LORA_PART.search(lowered)
         if lora is not None:
             role = _LORA_ROLES[lora.group(1)]
             lowered = lowered[: lora.start()] + (lora.group(2) or ".weight")
