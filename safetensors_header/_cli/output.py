@@ -32,23 +32,25 @@ _STDIN_SHOWN: Final = "<stdin>"
 _UNKNOWN_WIDTH: Final = 80  # a terminal's width when neither it nor COLUMNS says (as shutil's)
 
 
+# (Patterns, compiled when first used, by re's own cache: a command that prints only
+# printable names compiles none.)
 # The characters a line is checked for: anything but printable ASCII. Printable ones (é, emoji)
 # stay when the output can encode them; the rest (C0, DEL, C1, bidi controls, U+2028/2029,
 # lone surrogates...) are written as escapes.
-_NOT_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
+_NOT_PRINTABLE_ASCII: Final = r"[^\x20-\x7e]"
 # What text escapes: the above, and the backslash that starts every escape (so that a name
 # holding ``\x1b`` as four characters never prints as one holding ESC does).
-_ESCAPED_IN_TEXT: Final = re.compile(r"[^\x20-\x5b\x5d-\x7e]")
+_ESCAPED_IN_TEXT: Final = r"[^\x20-\x5b\x5d-\x7e]"
 
 
 _LINES_PER_WRITE: Final = 1024  # lines written at a time
 
 
-_DIGITS: Final = re.compile(r"[0-9]+")
+_DIGITS: Final = r"[0-9]+"
 
 
 # A shard's name as transformers writes it: model-00001-of-00004.safetensors.
-_SHARD_NAME: Final = re.compile(r"(.*-)0*([0-9]+)(-of-0*[0-9]+)(\..*)")
+_SHARD_NAME: Final = r"(.*-)0*([0-9]+)(-of-0*[0-9]+)(\..*)"
 
 
 # As repr() writes them.
@@ -97,7 +99,7 @@ class Output:
         values print alike (``a`` and ESC, ``a\\x1b``)."""
         if text.isascii() and text.isprintable() and "\\" not in text:
             return text  # the common case, checked in C
-        return _ESCAPED_IN_TEXT.sub(self._text_escape, text)
+        return re.sub(_ESCAPED_IN_TEXT, self._text_escape, text)
 
     def safe(self, text: str) -> str:
         """A line for the terminal: every character that is not printable, or not encodable,
@@ -105,7 +107,7 @@ class Output:
         its repr escaped, is left as it is)."""
         if text.isascii() and text.isprintable():
             return text  # the common case, checked in C
-        return _NOT_PRINTABLE_ASCII.sub(self._text_escape, text)
+        return re.sub(_NOT_PRINTABLE_ASCII, self._text_escape, text)
 
     def _text_escape(self, match: re.Match[str]) -> str:
         char = match[0]
@@ -165,7 +167,7 @@ class Output:
         text = json.dumps(document, ensure_ascii=False)
         if not (text.isascii() and text.isprintable()):
             # Outside strings JSON text is printable ASCII, so every match is in a string.
-            text = _NOT_PRINTABLE_ASCII.sub(self._json_escape, text)
+            text = re.sub(_NOT_PRINTABLE_ASCII, self._json_escape, text)
         self.write(text + "\n")
 
     def _json_escape(self, match: re.Match[str]) -> str:
@@ -317,8 +319,8 @@ def _three_digits(value: float) -> str:
 
 def natural_key(text: str) -> tuple[tuple[str, int, str], ...]:
     """A sort key that puts numbers in number order: ``layers.2`` before ``layers.10``."""
-    parts = _DIGITS.split(text)
-    numbers = _DIGITS.findall(text)
+    parts = re.split(_DIGITS, text)
+    numbers = re.findall(_DIGITS, text)
     # A number by its length then its digits (no int(): a name may hold 5,000 of them).
     return tuple(
         (part, len(number.lstrip("0")), number.lstrip("0"))
@@ -332,7 +334,7 @@ def shard_numbers(files: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     transformers names them, one line (``files 1-30: model-00001-of-00030.safetensors to
     model-00030-of-00030.safetensors``), the numbers then the files' own."""
     numbers = {name: str(number) for number, name in enumerate(files, start=1)}
-    series = [_SHARD_NAME.fullmatch(name) for name in files]
+    series = [re.fullmatch(_SHARD_NAME, name) for name in files]
     if len(files) > 3 and all(series):
         first, last = series[0], series[-1]
         assert first is not None
@@ -369,7 +371,7 @@ def middle_cut(text: str, width: int, ellipsis: str) -> str:
     distance = len(text)
     least = max(keep // 3, 1)  # characters kept at either end, at least
     gap_start = least
-    for match in (*_DIGITS.finditer(text), None):
+    for match in (*re.finditer(_DIGITS, text), None):
         gap_end = len(text) - least if match is None else min(match.start(), len(text) - least)
         if gap_end - gap_start >= cut:  # a run of this gap leaves the digits in
             nearest = min(max(centred, gap_start), gap_end - cut)

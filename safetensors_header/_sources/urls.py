@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 # A signed query's times: seconds since the epoch (a fraction allowed), a lifetime in seconds,
 # and the compact UTC time of AWS's and Google's signatures (20261203T151800Z).
-_EPOCH: Final = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
-_SECONDS: Final = re.compile(r"[0-9]{1,9}")
-_COMPACT_TIME: Final = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
+# Patterns compiled on first use (re's own cache): only a signed URL's expiry or a URL's
+# normal form asks for them, and compiling them costs every command's start.
+_EPOCH: Final = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
+_SECONDS: Final = r"[0-9]{1,9}"
+_COMPACT_TIME: Final = r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z"
 
 
 def is_url(source: str) -> bool:
@@ -63,7 +65,7 @@ def normal_url(url: str) -> str:
 
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-_ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
+_ESCAPE: Final = r"%([0-9A-Fa-f]{2})"
 _UNRESERVED: Final = frozenset(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 )
@@ -76,7 +78,7 @@ def _normal_escapes(text: str) -> str:
         code = int(match[1], 16)
         return chr(code) if code in _UNRESERVED else f"%{code:02X}"
 
-    return _ESCAPE.sub(one, text) if "%" in text else text
+    return re.sub(_ESCAPE, one, text) if "%" in text else text
 
 
 def _without_dot_segments(path: str) -> str:
@@ -226,8 +228,8 @@ def signed_until(url: str) -> float | None:
     found = {name.lower(): value for name, value in parse_qsl(query, keep_blank_values=True)}
     for prefix in ("x-amz-", "x-goog-"):
         date, life = found.get(prefix + "date", ""), found.get(prefix + "expires", "")
-        match = _COMPACT_TIME.fullmatch(date)
-        if match is not None and _SECONDS.fullmatch(life):
+        match = re.fullmatch(_COMPACT_TIME, date)
+        if match is not None and re.fullmatch(_SECONDS, life):
             from datetime import datetime, timezone
 
             try:
@@ -238,7 +240,7 @@ def signed_until(url: str) -> float | None:
                 return None
             return start + int(life)
     expires = found.get("expires", "")
-    if _EPOCH.fullmatch(expires):
+    if re.fullmatch(_EPOCH, expires):
         return float(expires)
     if "se" in found and "sig" in found:
         from datetime import datetime
