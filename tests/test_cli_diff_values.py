@@ -356,3 +356,35 @@ def test_a_side_that_fails_while_its_values_are_compared(
     assert document["error"]["path"] == base
     assert document["error"]["kind"] == "PermissionError"
     assert f"{base}: PermissionError: Permission denied" in captured.err
+
+
+def _stats(a: Path, b: Path) -> dict[str, object]:
+    result = run("diff", "--stats", "--json", str(a), str(b))
+    assert result.returncode == 1, result.stderr
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+
+    document = json.loads(result.stdout, parse_constant=refuse)  # (no NaN, no Infinity)
+    [changed] = document["values"]["changed"]
+    return dict(changed["statistics"])
+
+
+def test_stats_are_exact_for_integers_and_null_where_nothing_is_measured(tmp_path: Path) -> None:
+    # I64 near 2**60: float64 cannot tell 2**60 from 2**60 + 1; the difference is 1.
+    _save(tmp_path / "i_a.safetensors", {"x": np.array([2**60, 5], np.int64)}, {"x": "I64"})
+    _save(tmp_path / "i_b.safetensors", {"x": np.array([2**60 + 1, 5], np.int64)}, {"x": "I64"})
+    stats = _stats(tmp_path / "i_a.safetensors", tmp_path / "i_b.safetensors")
+    assert stats["max_abs_diff"] == 1
+    # Only a NaN changed: nothing to measure (null, not 0, which would read as no change).
+    _save(tmp_path / "n_a.safetensors", {"x": np.array([np.nan, 1], np.float32)})
+    _save(tmp_path / "n_b.safetensors", {"x": np.array([1, 1], np.float32)})
+    stats = _stats(tmp_path / "n_a.safetensors", tmp_path / "n_b.safetensors")
+    assert (stats["max_abs_diff"], stats["max_rel_diff"], stats["nonfinite"]) == (None, None, 1)
+    # A relative difference past float64's range (A's largest a subnormal): null, and the
+    # JSON stays JSON (no Infinity).
+    dtypes = {"x": "F64"}
+    _save(tmp_path / "t_a.safetensors", {"x": np.array([5e-324, 0.0])}, dtypes)
+    _save(tmp_path / "t_b.safetensors", {"x": np.array([5e-324, 1e300])}, dtypes)
+    stats = _stats(tmp_path / "t_a.safetensors", tmp_path / "t_b.safetensors")
+    assert (stats["max_abs_diff"], stats["max_rel_diff"]) == (1e300, None)

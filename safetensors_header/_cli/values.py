@@ -152,8 +152,13 @@ def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
         return f"{info.dtype} needs ml_dtypes: pip install 'safetensors_header[ml-dtypes]'"
     raw = np.dtype(f"<u{size}" if size > 1 else "|u1")
     step = _CHUNK_ELEMENTS * size
+    # Integers are subtracted exactly (as Python ints: an I64's 2**60 + 1 and 2**60 differ by
+    # 1, which float64 cannot tell); floats as float64.
+    integer = _PLAIN.get(info.dtype) if info.dtype[0] in "IUB" else None
     differing = nonfinite = 0
-    largest_difference = largest_a = 0.0
+    largest_difference: float | int = 0
+    largest_a = 0.0
+    measured = False  # whether two finite values that differ were met
     for at in range(0, info.nbytes, step):
         length = min(step, info.nbytes - at)
         chunk_a, chunk_b = side_a.bytes(at, length), side_b.bytes(at, length)
@@ -167,20 +172,26 @@ def _statistics(side_a: _Side, side_b: _Side) -> dict[str, Any] | str:
         both = changed & finite_a & np.isfinite(value_b)
         nonfinite += int(np.count_nonzero(changed & ~both))
         if both.any():
-            with np.errstate(over="ignore"):
-                difference = float(np.max(np.abs(value_b[both] - value_a[both])))
+            measured = True
+            if integer is not None:
+                exact_a = np.frombuffer(chunk_a, integer)[both].astype(object)
+                exact_b = np.frombuffer(chunk_b, integer)[both].astype(object)
+                difference: float | int = int(max(abs(exact_b - exact_a)))
+            else:
+                with np.errstate(over="ignore"):
+                    difference = float(np.max(np.abs(value_b[both] - value_a[both])))
             largest_difference = max(largest_difference, difference)
         del chunk_a, chunk_b
-    relative = None
-    if largest_a > 0 and math.isfinite(largest_difference):
-        relative = largest_difference / largest_a
+    # None where nothing could be measured: no two finite values that differ (only NaN or
+    # infinity changed), or finite values further apart than a float64 holds.
+    finite = measured and math.isfinite(largest_difference)
+    relative = largest_difference / largest_a if finite and largest_a > 0 else None
     return {
         "elements": info.numel,
         "differing": differing,
         "nonfinite": nonfinite,
-        # (None when two finite values are further apart than a float64 holds)
-        "max_abs_diff": largest_difference if math.isfinite(largest_difference) else None,
-        "max_rel_diff": relative,
+        "max_abs_diff": largest_difference if finite else None,
+        "max_rel_diff": relative if relative is None or math.isfinite(relative) else None,
     }
 
 
