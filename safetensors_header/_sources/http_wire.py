@@ -398,6 +398,20 @@ def _redirect_target(url: str, location: str, status: int) -> str:
     import string
     from urllib.parse import quote, urljoin, urlparse, urlunparse
 
+    _check_redirect(url, location, status)
+    parts = urlparse(location)
+    if not parts.path and parts.netloc:
+        parts = parts._replace(path="/")
+    quoted_location = quote(urlunparse(parts), encoding="iso-8859-1", safe=string.punctuation)
+    target = urljoin(url, quoted_location).replace(" ", "%20")
+    return target.partition("#")[0]
+
+
+def _check_redirect(url: str, location: str, status: int) -> None:
+    """RemoteError for a redirect from `url` to `location` that is not followed: a malformed
+    URL, or one of another scheme than http and https (our requests' and urllib's alike)."""
+    from urllib.parse import urljoin
+
     problem = None
     try:
         target = urljoin(url, location)
@@ -414,12 +428,6 @@ def _redirect_target(url: str, location: str, status: int) -> str:
             url=redact(url),
             status=status,
         )
-    parts = urlparse(location)
-    if not parts.path and parts.netloc:
-        parts = parts._replace(path="/")
-    quoted_location = quote(urlunparse(parts), encoding="iso-8859-1", safe=string.punctuation)
-    target = urljoin(url, quoted_location).replace(" ", "%20")
-    return target.partition("#")[0]
 
 
 def _through_opener(
@@ -471,7 +479,6 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
     import http.client
     import urllib.request
     from http.client import HTTPMessage
-    from urllib.parse import urljoin
     from urllib.request import Request
 
     class SafeRedirects(urllib.request.HTTPRedirectHandler):
@@ -511,23 +518,11 @@ def _redirect_handler() -> type[urllib.request.HTTPRedirectHandler]:
         ) -> IO[bytes] | None:
             location = headers.get("Location") or headers.get("URI")
             if location is not None:
-                problem = None
                 try:
-                    target = urljoin(req.full_url, location)
-                    scheme = urlsplit(target).scheme.lower()
-                    _ = urlsplit(target).port  # a bad port is a ValueError here
-                except ValueError:
-                    problem = f"a malformed URL ({quoted(location)})"
-                else:
-                    if scheme not in ("http", "https"):
-                        problem = f"a {quoted(scheme)} URL: only http and https are followed"
-                if problem is not None:
+                    _check_redirect(req.full_url, location, code)
+                except RemoteError:
                     fp.close()
-                    raise RemoteError(
-                        f"{redact(req.full_url)} answered {code} with a redirect to {problem}",
-                        url=redact(req.full_url),
-                        status=code,
-                    )
+                    raise
             # urllib reads a redirect's body whole before it follows it (a server may stream
             # one without end): made empty here, it is left unread when the connection closes.
             if isinstance(fp, http.client.HTTPResponse):
