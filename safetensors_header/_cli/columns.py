@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from .output import middle_cut
+from .output import DIGITS, middle_cut
 
 __all__ = ["columns", "distinct_cuts"]
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 _NARROWEST: Final = 12  # a column cut to fit the terminal keeps at least this many characters
 _MOST_PARTS: Final = 16  # a dotted name of more parts is cut as any text is
 _NARROWEST_PART: Final = 4  # a module's own name is cut to no fewer characters than this
-_NUMBERS: Final = r"[0-9]+"  # the runs of digits in a name (compiled when first used)
 
 
 def _fitted(widths: list[int], shrinkable: Sequence[int], room: int) -> list[int]:
@@ -139,7 +138,7 @@ def distinct_cuts(cells: Sequence[str], width: int, ellipsis: str) -> list[str]:
 
 def _kin(cell: str) -> tuple[str, ...]:
     """What a cut of `cell` keeps and other cells could share: its numbers, its last part."""
-    return (*re.findall(_NUMBERS, cell), cell.rsplit(".", 1)[-1])
+    return (*re.findall(DIGITS, cell), cell.rsplit(".", 1)[-1])
 
 
 def _alone(cut: str, cell: str, kin: dict[tuple[str, ...], list[str]], ellipsis: str) -> bool:
@@ -256,7 +255,7 @@ def _other_cuts(cell: str, others: set[str], width: int, ellipsis: str) -> Itera
     prefix = max(len(_common_prefix(cell, other)) for other in others)
     suffix = max(len(_common_prefix(cell[::-1], other[::-1])) for other in others)
     start, stop = prefix, max(prefix + 1, len(cell) - suffix)  # where it differs
-    numbered = max((m.end() for m in re.compile(_NUMBERS).finditer(cell, 0, start)), default=0)
+    numbered = max((m.end() for m in re.compile(DIGITS).finditer(cell, 0, start)), default=0)
     for head in dict.fromkeys((numbered, width // 3, 0)):
         yield from _fitting(cell, [(0, head), (start, len(cell))], width, ellipsis)
         # Less of the differing part (its first character is what tells the cells apart),

@@ -11,7 +11,7 @@ from functools import partial
 
 from .._core.rules import json_document
 from .._errors import HeaderError
-from .output import Output, Progress, shown_source
+from .output import Output, Progress, shown_source, unshown
 from .reading import Failure, Read, failure_from, failure_of, read_source
 
 __all__ = ["hash_sources", "hashes_of", "load_manifests"]
@@ -65,7 +65,7 @@ def hash_sources(args: argparse.Namespace, out: Output, err: Output) -> int:
 
         algorithm, count = hashes.algorithm, len(hashes.tensors)
         # Names escaped as every row escapes them (`Output.shown`): `_plain_manifests` reads
-        # them back (`_unescaped`).
+        # them back (`unshown`).
         out.lines(f"{shown(digest)}  {out.shown(name)}" for name, digest in hashes.tensors.items())
         out.lines(
             f"{shown(digest)}  {_FILE_LINE.format(algorithm=algorithm, name=name)}"
@@ -143,21 +143,6 @@ def _json_manifests(text: str) -> list[object]:
         raise ValueError("its JSON is nested too deeply to be a manifest") from None
 
 
-def _unescaped(name: str) -> str:
-    """A tensor's name as `Output.shown` printed it, back as it is in the file."""
-    if "\\" not in name:
-        return name
-    import re
-
-    def one(match: re.Match[str]) -> str:
-        escape = match[0]
-        if len(escape) == 2:
-            return {"\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t"}[escape]
-        return chr(int(escape[2:], 16))
-
-    return re.sub(r"\\(?:[\\nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", one, name)
-
-
 def _plain_manifests(text: str) -> list[object]:
     """The manifests of `hash`'s plain output: for each SOURCE, its tensors' lines, its
     files' and its fingerprint's, then its content line (which names it)."""
@@ -200,7 +185,7 @@ def _plain_manifests(text: str) -> list[object]:
         elif fingerprint_of.fullmatch(rest) is not None:
             fingerprint = digest
         else:
-            tensors[_unescaped(rest)] = digest
+            tensors[unshown(rest)] = digest
     if tensors or files or fingerprint is not None:
         raise ValueError(
             "it ends before the line that closes hash's output of a SOURCE "

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from .._core.diagnose import cut, listed
 
-__all__ = ["PROG", "STDIN", "Output", "count", "cut", "listed", "middle_cut", "shown_source"]
+__all__ = ["DIGITS", "PROG", "STDIN", "Output", "count", "cut", "listed", "middle_cut"]
+__all__ += ["shown_source", "unshown"]
 __all__ += ["natural_key", "shard_numbers"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -46,7 +47,8 @@ _ESCAPED_IN_TEXT: Final = r"[^\x20-\x5b\x5d-\x7e]"
 _LINES_PER_WRITE: Final = 1024  # lines written at a time
 
 
-_DIGITS: Final = r"[0-9]+"
+#: The runs of digits in a name (a layer's number, a shard's).
+DIGITS: Final = r"[0-9]+"
 
 
 # A shard's name as transformers writes it: model-00001-of-00004.safetensors.
@@ -319,8 +321,8 @@ def _three_digits(value: float) -> str:
 
 def natural_key(text: str) -> tuple[tuple[str, int, str], ...]:
     """A sort key that puts numbers in number order: ``layers.2`` before ``layers.10``."""
-    parts = re.split(_DIGITS, text)
-    numbers = re.findall(_DIGITS, text)
+    parts = re.split(DIGITS, text)
+    numbers = re.findall(DIGITS, text)
     # A number by its length then its digits (no int(): a name may hold 5,000 of them).
     return tuple(
         (part, len(number.lstrip("0")), number.lstrip("0"))
@@ -371,7 +373,7 @@ def middle_cut(text: str, width: int, ellipsis: str) -> str:
     distance = len(text)
     least = max(keep // 3, 1)  # characters kept at either end, at least
     gap_start = least
-    for match in (*re.finditer(_DIGITS, text), None):
+    for match in (*re.finditer(DIGITS, text), None):
         gap_end = len(text) - least if match is None else min(match.start(), len(text) - least)
         if gap_end - gap_start >= cut:  # a run of this gap leaves the digits in
             nearest = min(max(centred, gap_start), gap_end - cut)
@@ -380,6 +382,24 @@ def middle_cut(text: str, width: int, ellipsis: str) -> str:
         if match is not None:
             gap_start = max(match.end(), least)
     return text[:start] + ellipsis + text[start + cut :]
+
+
+def unshown(text: str) -> str:
+    """`Output.shown`'s escapes undone: a value as it was before it was printed (`hash`'s
+    lines read back by ``validate --hashes``)."""
+    if "\\" not in text:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        escape = match[0]
+        if len(escape) == 2:
+            return _UNSHORT[escape]
+        return chr(int(escape[2:], 16))
+
+    return re.sub(r"\\(?:[\\nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", one, text)
+
+
+_UNSHORT: Final = {escape: char for char, escape in _SHORT_ESCAPES.items()}
 
 
 def shown_source(source: str) -> str:
