@@ -31,7 +31,7 @@ from ._fetch import SafetensorsFile
 from ._runs import Requests, Runs, blocks_of, crowded, joined_blocks, request_blocks, shown
 from ._sources.options import Clock, Options
 from ._sources.planning import allocate, check_fits
-from ._staging import STAGE_BELOW, STAGE_PART, execute
+from ._staging import OFFSET, STAGE_BELOW, STAGE_PART, execute
 
 __all__ = ["Parts", "PlannedTensor", "ReadPlan", "Split", "plan_reads", "planned"]
 
@@ -318,7 +318,7 @@ class ReadPlan:
             (
                 files[name],
                 self.requests.spans(name),
-                sorted(segments, key=_first),
+                sorted(segments, key=OFFSET),
                 sorted(strided, key=_first_run),
             )
             for name, (segments, strided) in per_file.items()
@@ -563,10 +563,6 @@ def _split_ranges(
     if outer == 1 or part == size:
         return ((start, length * outer),), result
     return Runs(start, length, size * row, outer), result
-
-
-def _first(segment: tuple[int, memoryview]) -> int:
-    return segment[0]
 
 
 def _first_run(part: Strided) -> int:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_right
+from operator import itemgetter
 
 from ._fetch import SafetensorsFile, read_planned
 from ._runs import Runs
 from ._sources.planning import allocate, with_segments
 
-__all__ = ["STAGE_BELOW", "STAGE_PART", "execute"]
+__all__ = ["OFFSET", "STAGE_BELOW", "STAGE_PART", "execute"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 #: A request whose runs average less than this is staged: a memory copy of its bytes costs
 #: far less than a socket read (or a system call) per run.
+#: A segment's (or a read's) file offset: what segments are sorted by.
+OFFSET: Final = itemgetter(0)
 STAGE_BELOW: Final = 64 << 10
 #: The longest staged request a plan makes (`_plan.plan_reads` cuts them so): a few of them
 #: in flight keep a loopback link busy, and their buffer stays small beside the tensors.
@@ -67,7 +70,7 @@ def execute(
             (last - first + 1) * part[0].length for _, first, last, part in rows
         )
         if count > 1 and asked < STAGE_BELOW * count:
-            staged.append(((start, stop, sorted(inside, key=_segment_start)), rows))
+            staged.append(((start, stop, sorted(inside, key=OFFSET)), rows))
         else:  # a run or a few long ones: straight into their buffers
             for _, first, last, (runs, target) in rows:
                 length, stride = runs.length, runs.stride
@@ -75,7 +78,7 @@ def execute(
                     (runs.start + row * stride, target[row * length : (row + 1) * length])
                     for row in range(first, last + 1)
                 ]
-            direct.append((start, stop, sorted(inside, key=_segment_start)))
+            direct.append((start, stop, sorted(inside, key=OFFSET)))
     read_planned(file, direct, clock)
     if not staged:
         return
@@ -186,7 +189,3 @@ def copy_rows(  # noqa: PLR0917 - a strided copy's geometry
     target[:] = b"".join(
         [source[at : at + length] for at in range(offset, offset + count * stride, stride)]
     )
-
-
-def _segment_start(segment: Segment) -> int:
-    return segment[0]
