@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from safetensors_header import parse_header, read_header
 
 
-def _file(tensors: int) -> bytes:
+def header_file(tensors: int) -> bytes:
+    """A file of `tensors` small F16 tensors of Llama-like names: mostly header."""
     header = {
         f"model.layers.{i // 10}.block_{i % 10}.weight": {
             "dtype": "F16",
@@ -94,7 +95,7 @@ def main() -> None:
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy"):
         os.environ.pop(name, None)
 
-    _Handler.data = _file(args.tensors)
+    _Handler.data = header_file(args.tensors)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/model.safetensors"

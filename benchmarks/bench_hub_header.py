@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import shutil
@@ -42,22 +41,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_http_header import header_file
+
 REPO = "org/model"
 COMMIT = "0" * 40
-
-
-def _file(tensors: int) -> bytes:
-    header = {
-        f"model.layers.{i // 10}.block_{i % 10}.weight": {
-            "dtype": "F16",
-            "shape": [4],
-            "data_offsets": [8 * i, 8 * i + 8],
-        }
-        for i in range(tensors)
-    }
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text + bytes(8 * tensors)
 
 
 def _free_port() -> int:
@@ -138,7 +125,7 @@ def main() -> None:
         root, run = folder / "root", folder / "run"
         (root / REPO).mkdir(parents=True)
         run.mkdir()
-        data = _file(args.tensors)
+        data = header_file(args.tensors)
         (root / REPO / "model.safetensors").write_bytes(data)
         for path in (folder, *root.rglob("*")):  # readable by nginx's workers
             path.chmod(0o755)
