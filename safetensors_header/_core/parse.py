@@ -49,7 +49,8 @@ from .rules import (
     validate_layout,
 )
 
-__all__ = ["READERS", "JsonObject", "Reader", "decode_pairs", "exact", "parse_file_start"]
+__all__ = ["FILE_FIRST_READ", "READERS", "JsonObject", "Reader", "decode_pairs", "exact"]
+__all__ += ["parse_file_start"]
 __all__ += ["parse_header", "read", "read_header", "reader"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -170,7 +171,7 @@ def read_header(
     """
     with open(path, "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
-        data = file.read(min(size, _FIRST_READ))
+        data = file.read(min(size, FILE_FIRST_READ))
         parsed = parse_file_start(data, size, max_header_size)
         while isinstance(parsed, int):  # a longer header: its rest (a prefix that says more)
             more = file.read(parsed - len(data))
@@ -181,7 +182,8 @@ def read_header(
     return parsed
 
 
-_FIRST_READ: Final = 16 * 1024  # bytes of a file read at once: most headers in one call
+#: Bytes of a regular file read at once: most headers in one system call.
+FILE_FIRST_READ: Final = 16 * 1024
 
 
 def _walked(

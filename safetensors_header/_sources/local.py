@@ -16,7 +16,7 @@ import os
 import stat
 
 from .._core.header import set_identity
-from .._core.parse import parse_file_start, parse_header
+from .._core.parse import FILE_FIRST_READ, parse_file_start, parse_header
 from .._errors import HeaderError
 from .base import RangeFile, ShortRead, header_of
 from .identity import absolute, make_identity, same_path
@@ -55,8 +55,6 @@ _CONTAINED_FLAGS: Final = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_NOFOLLOW", 0)
 )
-#: Bytes of a regular file read at once: most headers in one system call.
-FILE_FIRST_READ: Final = 16 * 1024
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 # A local read at least this long is split over the cores, in parts of `_PART` bytes (the
 # copy out of the page cache, and the page faults of fresh memory, scale with them).
