@@ -15,14 +15,14 @@ from ._checkpoint import Checkpoint, read_checkpoint
 from ._core.header import Header
 from ._core.rules import json_document
 from ._errors import RemoteError
-from ._fetch import SafetensorsFile, local_path, read_beside
+from ._fetch import SafetensorsFile, read_beside
 from ._model import ModelInfo, describe
 
 __all__ = ["config_beside", "config_of", "describe_model"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from typing import Any, Final, TypeGuard
 
     from typing_extensions import Unpack
 
@@ -139,9 +139,13 @@ def config_of(
     """The config.json of a model read from `source` (its files opened as `shards`): beside
     a local source as it was named (a directory holds its config.json), else beside its
     first file, as its shards are named; see `config_beside`."""
-    local = isinstance(source, (str, os.PathLike)) and local_path(source) is not None
-    beside = source if local or not shards else next(iter(shards.values()))
+    beside = source if _local(source) or not shards else next(iter(shards.values()))
     return config_beside(beside, notes, **transport)
+
+
+def _local(source: object) -> TypeGuard[str | os.PathLike[str]]:
+    """Whether `source` is a local path (a file, an index or a directory)."""
+    return isinstance(source, (str, os.PathLike)) and "://" not in os.fsdecode(source)
 
 
 def config_beside(
@@ -150,8 +154,8 @@ def config_beside(
     """The config.json beside a file or index (a path, a URL, an ``hf://`` path, a store's
     path, a file opened already), or in a local directory; None (and a note that says why,
     in `notes`) when there is none to read or it is no JSON object."""
-    if isinstance(source, (str, os.PathLike)) and "://" not in os.fspath(source):
-        raw = _local_config(os.fspath(source), notes)
+    if _local(source):
+        raw = _local_config(os.fsdecode(source), notes)
     else:
         raw = _remote_config(source, notes, transport)
     if raw is None:

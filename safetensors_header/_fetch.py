@@ -13,20 +13,19 @@ are views of.
 from __future__ import annotations
 
 import operator
-import os
 
 from ._core.fileformat import MAX_HEADER_SIZE
 from ._core.records import publish
 from ._errors import HeaderError
-from ._sources import backend_of, open_source
-from ._sources.base import decisive, header_of
-from ._sources.local import PathFile, header_at
+from ._sources import open_source
+from ._sources.base import header_of, held_after_pickling, map_whole, refuse_a_stream
+from ._sources.base import read_planned as _read_planned
 from ._sources.options import TIMEOUT, Clock, Options
 from ._sources.planning import allocate
 from ._sources.urls import beside
 
-__all__ = ["SafetensorsFile", "beside", "chosen_tensors", "local_path", "map_file", "open_file"]
-__all__ += ["opened"]
+__all__ = ["SafetensorsFile", "beside", "chosen_tensors", "map_opened", "open_file"]
+__all__ += ["open_to_load", "opened"]
 __all__ += ["read_beside"]
 __all__ += ["read_planned", "read_ranges", "read_tensor"]
 
@@ -169,8 +168,7 @@ def _unpickled(header: Header, file: RangeFile) -> SafetensorsFile:
     """A `SafetensorsFile` in another process: where its source has no decisive validators
     (`decisive`), its header's bytes are compared again before its first read of data there
     (the file may have been replaced since it was pickled)."""
-    if file.identified and not decisive(file.validators or ()):
-        file.recheck = header
+    held_after_pickling(file, header)
     return SafetensorsFile(header, file)
 
 
@@ -227,6 +225,12 @@ def opened(
     if isinstance(source, SafetensorsFile):
         return source
     file = open_source(source, options.replace(timeout=None))
+    return _with_header(file, options, header, max_header_size)
+
+
+def _with_header(
+    file: RangeFile, options: Options, header: Header | None, max_header_size: int
+) -> SafetensorsFile:
     if header is None:
         header = header_of(file, max_header_size, options.clock(TIMEOUT))
     else:
@@ -234,14 +238,37 @@ def opened(
     return SafetensorsFile(header, file)
 
 
-def local_path(source: object) -> str | None:
-    """The path of `source` if it is a local path (a ``str`` without a scheme or an
-    ``os.PathLike``), else None; nothing is opened."""
+def open_to_load(
+    function: str,
+    source: Source,
+    transport: Mapping[str, Any],
+    *,
+    header: Header | None,
+    max_header_size: int,
+    mmap: bool | None,
+    copy: bool = False,
+) -> tuple[SafetensorsFile, mmap.mmap | None]:
+    """What every loader (numpy's, torch's, JAX's ``load``) starts with: `source` opened
+    once, with `function`'s ``**transport`` keywords (a TypeError names any other), and,
+    unless `mmap` is False, a map of all of it where the file can be mapped (a local regular
+    file: `map_whole`, `copy`-on-write if asked), its header read through the descriptor
+    mapped (or `header` held to it). A `SafetensorsFile` is taken as it is, unmapped."""
+    options = Options.given(function, transport, timeout=None)
     if isinstance(source, SafetensorsFile):
-        return None  # (opened already: read as it is)
-    if backend_of(source)[0] != "path":
-        return None
-    return os.fsdecode(source)  # type: ignore[arg-type]
+        return source, None
+    file = open_source(source, options.replace(timeout=None))
+    if mmap is not False:
+        found = map_whole(file, header=header, max_header_size=max_header_size, copy=copy)
+        if found is not None:
+            return SafetensorsFile(found[0], file), found[1]
+    return _with_header(file, options, header, max_header_size), None
+
+
+def map_opened(file: SafetensorsFile) -> mmap.mmap | None:
+    """A read-only map of `file`, of the file its header was read from (`map_whole`); None
+    but for a local regular file."""
+    found = map_whole(file._range_file, header=file.header)
+    return None if found is None else found[1]
 
 
 def read_beside(source: Source, name: str, /, limit: int, **transport: Unpack[Transport]) -> bytes:
@@ -254,49 +281,6 @@ def read_beside(source: Source, name: str, /, limit: int, **transport: Unpack[Tr
     else:
         file = open_source(source, options.replace(timeout=None))
     return file.sibling(name).document(limit, options.clock(TIMEOUT))
-
-
-def map_file(
-    path: str | os.PathLike[str],
-    *,
-    header: Header | None = None,
-    max_header_size: int = MAX_HEADER_SIZE,
-    copy: bool = False,
-) -> tuple[Header, mmap.mmap | None] | None:
-    """A local file's header and a read-only map of the whole file (`copy`: a private,
-    copy-on-write one, whose writes change the memory, never the file), both of the one file
-    a descriptor opened (None for an empty file's map); None for a file that cannot be mapped
-    (a pipe). A `header` given is held to that very descriptor's file (``FileChanged``: its
-    identity, or for a copy its header's bytes) and returned."""
-    import mmap
-
-    file = PathFile(path, Options())
-    given = header
-    if given is not None:
-        file.expect(given)
-    descriptor = file.open_checked()  # (checked against the header's identity)
-    try:
-        if not file.seekable:
-            return None
-        size = file.size or 0
-        if header is None:
-            header = header_at(descriptor, size, max_header_size) or header_of(
-                file, max_header_size, Clock(None)
-            )
-        # Mapped from the descriptor the header was read through: the same file.
-        access = mmap.ACCESS_COPY if copy else mmap.ACCESS_READ
-        mapped = mmap.mmap(descriptor, size, access=access) if size else None
-    finally:
-        os.close(descriptor)
-    if given is not None and file.needs_header_bytes(given):
-        # A header of a copy elsewhere: held to its bytes, as `open_file` holds it.
-        try:
-            file.check_header_bytes(given, b"" if mapped is None else mapped[: given.data_start])
-        except HeaderError:
-            if mapped is not None:
-                mapped.close()
-            raise
-    return header, mapped
 
 
 def read_ranges(
@@ -366,14 +350,14 @@ def read_ranges(
         return source.read_ranges(ranges, gap=gap, into=into, timeout=options.timeout)
     wanted = [_checked(item) for item in ranges]
     buffers = None if into is None else _buffers(into, wanted)
-    if not any(length for _, length in wanted):
-        backend_of(source)  # (a TypeError for a source of no kind, even with nothing to read)
-        return [memoryview(b"") for _ in wanted] if buffers is None else buffers
+    # (A TypeError for a source of no kind, even with nothing to read.)
     file = open_source(source, options.replace(timeout=None))
+    if not any(length for _, length in wanted):
+        return [memoryview(b"") for _ in wanted] if buffers is None else buffers
     clock = options.clock()
     if header is not None:
         file.confirm(header, clock)
-    _refuse_a_stream(file)
+    refuse_a_stream(file)
     return file.read_ranges(wanted, clock, gap=gap, into=buffers)
 
 
@@ -423,7 +407,7 @@ def read_tensor(
     else:
         info = tensor
         file = open_source(source, options.replace(timeout=None))
-        _refuse_a_stream(file)
+        refuse_a_stream(file)
     return _tensor_bytes(file, info, key, into, options.clock())
 
 
@@ -464,18 +448,7 @@ def _read(
 
 def read_planned(file: SafetensorsFile, reads: list[Read], clock: Clock) -> None:
     """The requests of a read plan, as they are, into their segments (`_plan`)."""
-    if reads:
-        file._range_file.check_again(clock)
-        file._range_file.read_into(reads, clock)
-
-
-def _refuse_a_stream(file: RangeFile) -> None:
-    """ValueError for a stream that cannot seek, given as it is: its offset 0 is unknown."""
-    if not file.can_seek():
-        raise ValueError(
-            f"read_ranges() needs a file it can seek in; {file.shown} is a stream (a pipe, a "
-            "socket): read it in order with read_header or open_file, or copy it to a file"
-        )
+    _read_planned(file._range_file, reads, clock)
 
 
 def _checked(item: tuple[int, int]) -> tuple[int, int]:

@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 from ._checkpoint import files_of
 from ._core.records import frozen_record, set_fields
-from ._fetch import map_file
+from ._fetch import map_opened
 from ._sources.options import Options
 from ._sources.threads import run_parallel
 
@@ -388,7 +388,7 @@ def _piece_spans(start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
 class _Bytes:
     """One file's bytes, a piece at a time: pieces read into a thread's buffer through the
     data path, or (`mapped`, a local file) views of a read-only map of the file the header
-    was read from (`map_file` checks its identity), checked again by `close`."""
+    was read from (`map_opened` checks its identity), checked again by `close`."""
 
     def __init__(self, file: SafetensorsFile, mapped: bool) -> None:
         self.file = file
@@ -447,18 +447,15 @@ class _Bytes:
 def _map(file: SafetensorsFile) -> mmap.mmap | None:
     """A read-only map of `file`, of the file its header was read from; None but for a local
     regular file that fits in the address space."""
-    path = file.local_path
-    if path is None:
-        return None
-    import mmap  # (not at import: its cost)
-
     try:
-        found = map_file(path, header=file.header)
+        mapped = map_opened(file)
     except (OSError, OverflowError):  # read through the data path, which says what failed
         return None
-    mapped = None if found is None else found[1]
-    if mapped is not None and hasattr(mmap, "MADV_SEQUENTIAL"):
-        mapped.madvise(mmap.MADV_SEQUENTIAL)  # read ahead of a file that is not cached
+    if mapped is not None:
+        import mmap  # (not at import: its cost)
+
+        if hasattr(mmap, "MADV_SEQUENTIAL"):
+            mapped.madvise(mmap.MADV_SEQUENTIAL)  # read ahead of a file that is not cached
     return mapped
 
 

@@ -28,6 +28,18 @@ if TYPE_CHECKING:
     from ._core.header import TensorInfo
     from ._sources.transport import Transport
 
+    class RankOptions(Transport, total=False):
+        """The keywords of a loader's ``load_rank``: `plan_rank`'s, and `Transport`'s."""
+
+        config: Mapping[str, Any] | None
+        axes: Mapping[str, int | None] | None
+        strict: bool
+        gap: int | None
+        max_over_read: float | None
+        max_requests: int | None
+
+
+_BOUNDS: Final = ("gap", "max_over_read", "max_requests")  # of `plan_reads`
 _LISTED_NAMES: Final = 5  # tensor names a warning or an error lists
 
 
@@ -101,34 +113,28 @@ def plan_rank(
         HeaderError: ``NoSplitRule`` (with `strict`); as `plan_reads`.
         ValueError: `rank` is not in ``0..world-1``.
     """
-    return rank_plan(
-        "plan_rank",
-        source,
-        rank,
-        world,
-        (config, axes, strict),
-        (gap, max_over_read, max_requests),
-        transport,
-    )
+    how = {"config": config, "axes": axes, "strict": strict, "gap": gap}
+    bounds = {"max_over_read": max_over_read, "max_requests": max_requests}
+    return rank_plan("plan_rank", source, rank, world, {**how, **bounds, **transport})
 
 
-def rank_plan(  # noqa: PLR0917 - plan_rank's arguments
+def rank_plan(
     function: str,
     source: Any,
     rank: int,
     world: int,
-    how: tuple[Mapping[str, Any] | None, Mapping[str, int | None] | None, bool],
-    bounds: tuple[int | None, float | None, int | None],
-    transport: Mapping[str, Any],
+    given: Mapping[str, Any],
     *,
     stacklevel: int = 3,
 ) -> ReadPlan:
-    """`plan_rank` for `function` (a loader's ``load_rank``): ``how`` is its ``config``,
-    ``axes`` and ``strict``, ``bounds`` its ``gap``, ``max_over_read`` and
-    ``max_requests``; its warning points `stacklevel` frames up (3: the caller of
+    """`plan_rank` for `function` (a loader's ``load_rank``), with its keywords as `given`
+    (`RankOptions`); its warning points `stacklevel` frames up (3: the caller of
     `function`)."""
+    transport = dict(given)
+    config, axes = transport.pop("config", None), transport.pop("axes", None)
+    strict = bool(transport.pop("strict", False))
+    gap, over_read, requests = (transport.pop(name, None) for name in _BOUNDS)
     options = Options.given(function, transport)
-    config, axes, strict = how
     Split(rank, world)
     files = files_of(source, **transport)
     notes: list[str] = []  # why no config was read, where none was
@@ -153,7 +159,9 @@ def rank_plan(  # noqa: PLR0917 - plan_rank's arguments
         files,
         lambda info: _selection(rank, world, shares[info.name]),
         options,
-        *bounds,
+        gap,
+        over_read,
+        requests,
         rules={name: share.rule for name, share in shares.items()},
     )
 

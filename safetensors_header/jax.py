@@ -22,7 +22,7 @@ The arrays are JAX's: with JAX's default configuration a 64-bit tensor (``F64``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from ._extras import missing
 
@@ -35,7 +35,7 @@ except ModuleNotFoundError as error:
 import numpy as np  # (JAX's own dependency)
 
 from ._core.fileformat import MAX_HEADER_SIZE
-from ._core.header import shown_shape
+from ._loaders import LazyTensorBase, TensorsBase
 from ._ranks import rank_plan
 from .numpy import LazyTensor as NumpyTensor
 from .numpy import Tensors as NumpyTensors
@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
-    from . import Header, SafetensorsFile, Source, TensorInfo, Transport
+    from . import Header, Source, TensorInfo, Transport
+    from ._ranks import RankOptions
     from .plan import ReadPlan
 
     #: Where an array goes: a `jax.sharding.Sharding` (or a device) for every tensor, or
@@ -152,7 +153,7 @@ def open_tensors(
     return Tensors(arrays, sharding=sharding)
 
 
-class Tensors(Mapping[str, "LazyTensor"]):
+class Tensors(TensorsBase["LazyTensor"]):
     """Tensor name -> `LazyTensor`, in the file's order; made by `open_tensors`.
 
     Attributes:
@@ -160,64 +161,39 @@ class Tensors(Mapping[str, "LazyTensor"]):
         file: The `SafetensorsFile` its tensors are read from.
     """
 
-    __slots__ = ("_arrays", "_sharding", "file", "header")
+    __slots__ = ("_arrays", "_sharding")
 
     def __init__(self, arrays: NumpyTensors, *, sharding: Placement | None = None) -> None:
+        super().__init__(arrays.file)
         self._arrays = arrays
         self._sharding = sharding
-        self.header: Header = arrays.header
-        self.file: SafetensorsFile = arrays.file
 
-    def __getitem__(self, name: str) -> LazyTensor:
-        return LazyTensor(self._arrays[name], sharding=self._sharding)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays)
-
-    def __len__(self) -> int:
-        return len(self._arrays)
-
-    def __repr__(self) -> str:
-        count = len(self)
-        return f"<Tensors {count:,} tensor{'' if count == 1 else 's'}>"
+    def _lazy(self, info: TensorInfo) -> LazyTensor:
+        return LazyTensor(self._arrays[info.name], sharding=self._sharding)
 
 
-class LazyTensor:
+class LazyTensor(LazyTensorBase):
     """One tensor of a file, not read yet: index it to read (part of) it as a JAX array.
 
     Attributes:
         info: Its `TensorInfo` (name, dtype name, shape, byte range).
     """
 
-    __slots__ = ("_array", "_sharding", "info")
+    __slots__ = ("_array", "_sharding")
 
     def __init__(self, array: NumpyTensor, *, sharding: Placement | None = None) -> None:
+        super().__init__(array.info)
         self._array = array
         self._sharding = sharding
-        self.info: TensorInfo = array.info
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.info.shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self.info.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:
         """The numpy dtype of its values, which is JAX's (ml_dtypes' for BF16 and F8)."""
         return self._array.dtype
 
-    def __len__(self) -> int:
-        return len(self._array)
-
     def __getitem__(self, key: object) -> jax.Array:
         """``tensor[key]`` (numpy's basic indexing), reading only its bytes."""
         return _put(self.info.name, self._array[key], self._sharding)
-
-    def __repr__(self) -> str:
-        return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.shape)}>"
 
 
 def load_plan(
@@ -234,28 +210,14 @@ def load_rank(
     rank: int,
     world: int,
     *,
-    config: Mapping[str, Any] | None = None,
-    axes: Mapping[str, int | None] | None = None,
-    strict: bool = False,
     sharding: Placement | None = None,
-    gap: int | None = None,
-    max_over_read: float | None = None,
-    max_requests: int | None = None,
-    **transport: Unpack[Transport],
+    **options: Unpack[RankOptions],
 ) -> dict[str, jax.Array]:
     """Rank `rank` of `world`'s share of every tensor of a file or a checkpoint, as JAX
     arrays placed as `sharding` says (see `load`): only those bytes are read. See
     `safetensors_header.numpy.load_rank` for the split and the other arguments."""
-    plan = rank_plan(
-        "load_rank",
-        source,
-        rank,
-        world,
-        (config, axes, strict),
-        (gap, max_over_read, max_requests),
-        transport,
-    )
-    return _placed(load_plan_arrays(plan, timeout=transport.get("timeout")), sharding)
+    plan = rank_plan("load_rank", source, rank, world, options)
+    return _placed(load_plan_arrays(plan, timeout=options.get("timeout")), sharding)
 
 
 def save(

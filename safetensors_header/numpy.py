@@ -18,7 +18,7 @@ need ml_dtypes (``safetensors_header[ml-dtypes]``). Importing this module import
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from ._extras import install_hint, missing
 
@@ -28,9 +28,10 @@ except ModuleNotFoundError as error:
     raise missing(error, "numpy", "safetensors_header.numpy") from None
 
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
-from ._core.header import Header, TensorInfo, shown_shape
+from ._core.header import Header, TensorInfo
 from ._encode import dtype_name
-from ._fetch import SafetensorsFile, chosen_tensors, local_path, map_file, open_file, opened
+from ._fetch import SafetensorsFile, chosen_tensors, open_to_load, opened
+from ._loaders import LazyTensorBase, TensorsBase
 from ._plan import ReadPlan
 from ._ranks import rank_plan
 from ._sources import Source
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
+    from ._ranks import RankOptions
     from ._sources.transport import Transport
 
 
@@ -188,36 +190,20 @@ def load(
             without ml_dtypes: see `numpy_dtype`.
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
-    options = Options.given("load", transport, timeout=None)
-    if mmap is not False and local_path(source) is not None:
-        return _mapped_arrays(source, names, header, max_header_size)  # type: ignore[arg-type]
-    file = opened(source, options, header=header, max_header_size=max_header_size)
+    file, mapped = open_to_load(
+        "load", source, transport, header=header, max_header_size=max_header_size, mmap=mmap
+    )
     chosen = chosen_tensors(file.header, names)
     dtypes = [numpy_dtype(info.dtype) for info in chosen]  # refuse before reading anything
-    pieces = file.read_tensors(chosen, timeout=options.timeout)
+    if mapped is not None:  # views of one read-only map of the file whose header was read
+        buffer = np.frombuffer(mapped, dtype=np.uint8)
+        return {
+            info.name: buffer[info.start : info.end].view(dtype).reshape(info.shape)
+            for info, dtype in zip(chosen, dtypes, strict=True)
+        }
+    pieces = file.read_tensors(chosen, timeout=transport.get("timeout"))
     return {
         info.name: np.frombuffer(pieces[info.name], dtype=dtype).reshape(info.shape)
-        for info, dtype in zip(chosen, dtypes, strict=True)
-    }
-
-
-def _mapped_arrays(
-    path: str | os.PathLike[str],
-    names: Iterable[str] | None,
-    header: Header | None,
-    max_header_size: int,
-) -> dict[str, NDArray[Any]]:
-    """The tensors of a local file as views of one read-only map of it: the file whose
-    header was read."""
-    found = map_file(path, header=header, max_header_size=max_header_size)
-    if found is None:  # a pipe: nothing to map, read it in order
-        return load(open_file(path, max_header_size=max_header_size), names=names)
-    header, mapped = found
-    chosen = chosen_tensors(header, names)
-    dtypes = [numpy_dtype(info.dtype) for info in chosen]
-    buffer = np.frombuffer(mapped, dtype=np.uint8) if mapped else np.zeros(0, dtype=np.uint8)
-    return {
-        info.name: buffer[info.start : info.end].view(dtype).reshape(info.shape)
         for info, dtype in zip(chosen, dtypes, strict=True)
     }
 
@@ -249,7 +235,7 @@ def open_tensors(
     return Tensors(file, timeout=options.timeout)
 
 
-class Tensors(Mapping[str, "LazyTensor"]):
+class Tensors(TensorsBase["LazyTensor"]):
     """Tensor name -> `LazyTensor`, in the file's order; made by `open_tensors`.
 
     Attributes:
@@ -257,60 +243,36 @@ class Tensors(Mapping[str, "LazyTensor"]):
         file: The `SafetensorsFile` its tensors are read from.
     """
 
-    __slots__ = ("_timeout", "file", "header")
+    __slots__ = ("_timeout",)
 
     def __init__(self, file: SafetensorsFile, *, timeout: float | None = None) -> None:
-        self.file = file
-        self.header = file.header
+        super().__init__(file)
         self._timeout = timeout
 
-    def __getitem__(self, name: str) -> LazyTensor:
-        return LazyTensor(self.header.tensors[name], self.file, timeout=self._timeout)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.header.tensors)
-
-    def __len__(self) -> int:
-        return len(self.header.tensors)
-
-    def __repr__(self) -> str:
-        count = len(self)
-        return f"<Tensors {count:,} tensor{'' if count == 1 else 's'}>"
+    def _lazy(self, info: TensorInfo) -> LazyTensor:
+        return LazyTensor(info, self.file, timeout=self._timeout)
 
 
-class LazyTensor:
+class LazyTensor(LazyTensorBase):
     """One tensor of a file, not read yet: index it to read (part of) it as an array.
 
     Attributes:
         info: Its `TensorInfo` (name, dtype name, shape, byte range).
     """
 
-    __slots__ = ("_file", "_timeout", "info")
+    __slots__ = ("_file", "_timeout")
 
     def __init__(
         self, info: TensorInfo, file: SafetensorsFile, *, timeout: float | None = None
     ) -> None:
-        self.info = info
+        super().__init__(info)
         self._file = file
         self._timeout = timeout
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.info.shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self.info.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:
         """The numpy dtype (TypeError for F4/F6, or BF16/F8 without ml_dtypes)."""
         return numpy_dtype(self.info.dtype)
-
-    def __len__(self) -> int:
-        if not self.info.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self.info.shape[0]
 
     def __getitem__(self, key: object) -> NDArray[Any]:
         """``tensor[key]`` (numpy basic indexing), reading only its bytes."""
@@ -325,9 +287,6 @@ class LazyTensor:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> NDArray[Any]:
         array = self[...]
         return array if dtype is None else array.astype(dtype)
-
-    def __repr__(self) -> str:
-        return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.shape)}>"
 
 
 def load_plan(plan: ReadPlan, /, *, timeout: float | None = None) -> dict[str, NDArray[Any]]:
@@ -346,18 +305,7 @@ def load_plan(plan: ReadPlan, /, *, timeout: float | None = None) -> dict[str, N
 
 
 def load_rank(
-    source: Any,
-    /,
-    rank: int,
-    world: int,
-    *,
-    config: Mapping[str, Any] | None = None,
-    axes: Mapping[str, int | None] | None = None,
-    strict: bool = False,
-    gap: int | None = None,
-    max_over_read: float | None = None,
-    max_requests: int | None = None,
-    **transport: Unpack[Transport],
+    source: Any, /, rank: int, world: int, **options: Unpack[RankOptions]
 ) -> dict[str, NDArray[Any]]:
     """Rank `rank` of `world`'s share of every tensor of a file or a checkpoint, as arrays.
 
@@ -371,17 +319,9 @@ def load_rank(
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
             (a path or a URL ending in ``.json``), or any source `open_file` takes.
-        config, axes, strict: As for `plan_rank`.
-        **transport: How the source is reached (`Transport`); ``timeout`` bounds the reads
-            of the data (none by default).
+        **options: `plan_rank`'s keywords (``config``, ``axes``, ``strict``, ``gap``,
+            ``max_over_read``, ``max_requests``) and how the source is reached
+            (`Transport`); ``timeout`` bounds the reads of the data (none by default).
     """
-    plan = rank_plan(
-        "load_rank",
-        source,
-        rank,
-        world,
-        (config, axes, strict),
-        (gap, max_over_read, max_requests),
-        transport,
-    )
-    return load_plan(plan, timeout=transport.get("timeout"))
+    plan = rank_plan("load_rank", source, rank, world, options)
+    return load_plan(plan, timeout=options.get("timeout"))

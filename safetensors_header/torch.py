@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from ._extras import missing
 
@@ -33,10 +32,12 @@ except ModuleNotFoundError as error:
 
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected
-from ._core.header import Header, TensorInfo, shown_shape
-from ._fetch import SafetensorsFile, chosen_tensors, local_path, map_file, open_file
+from ._core.header import Header, TensorInfo
+from ._fetch import SafetensorsFile, chosen_tensors, open_to_load, opened
+from ._loaders import LazyTensorBase, TensorsBase
 from ._plan import ReadPlan
 from ._ranks import rank_plan
+from ._sources.options import Options
 from ._sources.planning import check_fits
 from ._writer import file_bytes, write_file
 
@@ -45,13 +46,13 @@ __all__ += ["safetensors_dtype", "save", "save_file", "torch_dtype"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    import mmap
     from collections.abc import Iterable
     from typing import Any, TypeAlias
 
     from typing_extensions import Unpack
 
     from . import Source, Transport
+    from ._ranks import RankOptions
 
     Device: TypeAlias = str | int | torch.device
 
@@ -215,7 +216,6 @@ def load(
         RemoteError: For URLs and object stores, as for `read_ranges`.
     """
     target = torch.device(device)  # a bad device fails before anything is read
-    _check_transport("load", transport)
     if into is not None:
         if names is None:
             names = list(into)
@@ -225,17 +225,27 @@ def load(
             left_out = [name for name in into if name not in loaded]
             if left_out:
                 raise ValueError(f"into names tensors that names leaves out: {left_out}")
-    path = local_path(source) if into is None and mmap is not False else None
-    if path is not None:
-        # The header and the map of one descriptor's file: the header given held to it.
-        found = _mapped(path, header, max_header_size)
-        if found is not None:
-            return _moved(_from_map(*found, names), target)
-    file = _opened_file(source, header, max_header_size, transport)
+    # A local file: the header and a private, copy-on-write map (a write to a tensor changes
+    # the memory, never the file), of one descriptor's file, the header given held to it.
+    file, mapped = open_to_load(
+        "load",
+        source,
+        transport,
+        header=header,
+        max_header_size=max_header_size,
+        mmap=False if into is not None else mmap,
+        copy=True,
+    )
     chosen = chosen_tensors(file.header, names)
     forms = [_form(info.name, info.dtype, info.shape) for info in chosen]  # before reading
     timeout = transport.get("timeout")
-    if into is None:
+    if mapped is not None:
+        memory = memoryview(mapped)
+        tensors = {
+            info.name: _tensor(memory[info.start : info.end], dtype, shape)
+            for info, (dtype, shape) in zip(chosen, forms, strict=True)
+        }
+    elif into is None:
         pieces = file.read_tensors(chosen, timeout=timeout)
         tensors = {
             info.name: _tensor(pieces[info.name], dtype, shape)
@@ -244,55 +254,6 @@ def load(
     else:
         tensors = _read_into(file, chosen, forms, into, timeout)
     return _moved(tensors, target)
-
-
-def _check_transport(function: str, transport: Mapping[str, object]) -> None:
-    """TypeError for a keyword that is not a `Transport` option (a local map takes none)."""
-    if transport:
-        from . import Transport
-
-        for name in transport:
-            if name not in Transport.__annotations__:
-                raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
-
-
-def _mapped(
-    path: str, header: Header | None, max_header_size: int
-) -> tuple[Header, mmap.mmap] | None:
-    """The header (the one given, checked against the file) and a private, copy-on-write
-    map of a regular file (a write to it changes the memory, never the file), both of one
-    descriptor's file; None for what cannot be mapped (a pipe, an empty file), to be read."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # (opening a pipe to look at it would take its writer's data)
-        found = map_file(path, header=header, max_header_size=max_header_size, copy=True)
-    except OSError:
-        return None  # the data path raises it, with its words
-    if found is None or found[1] is None:
-        return None
-    return found[0], found[1]
-
-
-def _from_map(
-    header: Header, mapped: mmap.mmap, names: Iterable[str] | None
-) -> dict[str, torch.Tensor]:
-    """The tensors of a mapped file, views of the map, placed by its header (read from, or
-    checked against, the file mapped)."""
-    chosen = chosen_tensors(header, names)
-    forms = [_form(info.name, info.dtype, info.shape) for info in chosen]
-    memory = memoryview(mapped)
-    return {
-        info.name: _tensor(memory[info.start : info.end], dtype, shape)
-        for info, (dtype, shape) in zip(chosen, forms, strict=True)
-    }
-
-
-def _opened_file(
-    source: Source, header: Header | None, max_header_size: int, transport: Mapping[str, Any]
-) -> SafetensorsFile:
-    if isinstance(source, SafetensorsFile):
-        return source
-    return open_file(source, header=header, max_header_size=max_header_size, **transport)
 
 
 def _tensor(data: memoryview, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
@@ -401,12 +362,12 @@ def open_tensors(
     apart are one request; default: the file's, `SafetensorsFile.gap`).
     """
     target = torch.device(device)
-    _check_transport("open_tensors", transport)
-    file = _opened_file(source, header, max_header_size, transport)
-    return Tensors(file, target, gap=gap, timeout=transport.get("timeout"))
+    options = Options.given("open_tensors", transport, timeout=None)
+    file = opened(source, options, header=header, max_header_size=max_header_size)
+    return Tensors(file, target, gap=gap, timeout=options.timeout)
 
 
-class Tensors(Mapping[str, "LazyTensor"]):
+class Tensors(TensorsBase["LazyTensor"]):
     """Tensor name -> `LazyTensor`, in the file's order; made by `open_tensors`.
 
     Attributes:
@@ -414,7 +375,7 @@ class Tensors(Mapping[str, "LazyTensor"]):
         file: The `SafetensorsFile` its tensors are read from.
     """
 
-    __slots__ = ("_device", "_gap", "_timeout", "file", "header")
+    __slots__ = ("_device", "_gap", "_timeout")
 
     def __init__(
         self,
@@ -424,35 +385,23 @@ class Tensors(Mapping[str, "LazyTensor"]):
         gap: int | None = None,
         timeout: float | None = None,
     ) -> None:
-        self.file = file
-        self.header: Header = file.header
+        super().__init__(file)
         self._device = device
         self._gap = gap
         self._timeout = timeout
 
-    def __getitem__(self, name: str) -> LazyTensor:
-        info = self.header.tensors[name]
+    def _lazy(self, info: TensorInfo) -> LazyTensor:
         return LazyTensor(info, self.file, self._device, gap=self._gap, timeout=self._timeout)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.header.tensors)
 
-    def __len__(self) -> int:
-        return len(self.header.tensors)
-
-    def __repr__(self) -> str:
-        count = len(self)
-        return f"<Tensors {count:,} tensor{'' if count == 1 else 's'}>"
-
-
-class LazyTensor:
+class LazyTensor(LazyTensorBase):
     """One tensor of a file, not read yet: index it to read (part of) it as a tensor.
 
     Attributes:
         info: Its `TensorInfo` (name, dtype name, shape as in the header, byte range).
     """
 
-    __slots__ = ("_device", "_file", "_gap", "_timeout", "info")
+    __slots__ = ("_device", "_file", "_gap", "_timeout")
 
     def __init__(
         self,
@@ -463,7 +412,7 @@ class LazyTensor:
         gap: int | None = None,
         timeout: float | None = None,
     ) -> None:
-        self.info = info
+        super().__init__(info)
         self._file = file
         self._device = device
         self._gap = gap
@@ -478,15 +427,6 @@ class LazyTensor:
     def dtype(self) -> torch.dtype:
         """The torch dtype (TypeError for F6: see `torch_dtype`)."""
         return torch_dtype(self.info.dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.info.shape)
-
-    def __len__(self) -> int:
-        if not self.info.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return _shape(self.info.name, self.info.dtype, self.info.shape)[0]
 
     def __getitem__(self, key: object) -> torch.Tensor:
         """``tensor[key]`` (numpy's basic indexing, on the torch shape), reading only its
@@ -509,9 +449,6 @@ class LazyTensor:
                 tensor.view(-1).copy_(_swapped(tensor.view(-1)))
         return _moved({"": tensor}, self._device)[""]
 
-    def __repr__(self) -> str:
-        return f"<LazyTensor {self.info.name!r} {self.info.dtype} {shown_shape(self.info.shape)}>"
-
 
 def load_plan(
     plan: ReadPlan, /, *, device: Device = "cpu", timeout: float | None = None
@@ -531,19 +468,7 @@ def load_plan(
 
 
 def load_rank(
-    source: Any,
-    /,
-    rank: int,
-    world: int,
-    *,
-    config: Mapping[str, Any] | None = None,
-    axes: Mapping[str, int | None] | None = None,
-    strict: bool = False,
-    device: Device = "cpu",
-    gap: int | None = None,
-    max_over_read: float | None = None,
-    max_requests: int | None = None,
-    **transport: Unpack[Transport],
+    source: Any, /, rank: int, world: int, *, device: Device = "cpu", **options: Unpack[RankOptions]
 ) -> dict[str, torch.Tensor]:
     """Rank `rank` of `world`'s share of every tensor of a file or a checkpoint, as tensors.
 
@@ -557,23 +482,14 @@ def load_rank(
     Args:
         source: A `Checkpoint`, a `SafetensorsFile`, a checkpoint's directory or index
             (a path or a URL ending in ``.json``), or any source `open_file` takes.
-        config, axes, strict: As for `plan_rank`.
         device: As for `load`.
-        **transport: How the source is reached (`Transport`); ``timeout`` bounds the reads
-            of the data (none by default).
+        **options: `plan_rank`'s keywords (``config``, ``axes``, ``strict``, ``gap``,
+            ``max_over_read``, ``max_requests``) and how the source is reached
+            (`Transport`); ``timeout`` bounds the reads of the data (none by default).
     """
     target = torch.device(device)
-    _check_transport("load_rank", transport)
-    plan = rank_plan(
-        "load_rank",
-        source,
-        rank,
-        world,
-        (config, axes, strict),
-        (gap, max_over_read, max_requests),
-        transport,
-    )
-    return load_plan(plan, device=target, timeout=transport.get("timeout"))
+    plan = rank_plan("load_rank", source, rank, world, options)
+    return load_plan(plan, device=target, timeout=options.get("timeout"))
 
 
 # --- writing -----------------------------------------------------------------------------

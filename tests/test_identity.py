@@ -294,22 +294,22 @@ def test_identify_pins_the_first_and_holds_every_later_reply_to_it() -> None:
     dated = (("last-modified", "Tue"),)
     for first, later in [(both, dated), (dated, (("etag", '"a"'), *dated)), (both, ())]:
         one = file()
-        one.identify(10, first)
+        one._identify(10, first)
         with pytest.raises(HeaderError, match="changed between two reads") as caught:
-            one.identify(10, later)
+            one._identify(10, later)
         assert caught.value.kind == "FileChanged"
     one = file()
-    one.identify(None, both)  # 'bytes a-b/*': the size learned later is no change
-    one.identify(10, both)
-    one.identify(10, None)  # a 416 says nothing of the validators
+    one._identify(None, both)  # 'bytes a-b/*': the size learned later is no change
+    one._identify(10, both)
+    one._identify(10, None)  # a 416 says nothing of the validators
     assert (one.size, one.validators) == (10, both)
     with pytest.raises(HeaderError, match="its size was 10 bytes and is 11 now"):
-        one.identify(11, both)
+        one._identify(11, both)
     two = file()
-    two.identify(10, None)  # a 416 first: the validators of the next reply are pinned
-    two.identify(10, dated)
+    two._identify(10, None)  # a 416 first: the validators of the next reply are pinned
+    two._identify(10, dated)
     with pytest.raises(HeaderError, match="it had no etag"):
-        two.identify(10, (("etag", '"b"'), *dated))
+        two._identify(10, (("etag", '"b"'), *dated))
 
 
 @pytest.mark.parametrize("dropped", [True, False], ids=["ETag dropped", "ETag added"])

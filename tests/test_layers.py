@@ -43,6 +43,7 @@ MEMBERS = [
     ["_sources", "_replace"],
     [
         "_fetch",
+        "_loaders",
         "_checkpoint",
         "_plan",
         "_ranks",
@@ -67,6 +68,7 @@ MEMBERS = [
         "awkward",
         "_awkward_forms",
         "_awkward_keys",
+        "_compat",
         "_cli",
         "__init__",
         "__main__",

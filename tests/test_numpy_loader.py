@@ -338,3 +338,34 @@ def test_tensor_parallel_rows_and_a_scalar(tmp_path: Path) -> None:
         tensors["w"][16]
     with pytest.raises(TypeError, match="basic indexing"):
         tensors["w"][[0, 1]]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_path_is_read_in_order_never_mapped(tmp_path: Path) -> None:
+    # The FIFO is opened once, found to be no regular file, and read in order from that very
+    # descriptor (opened again, it would wait for a writer that is gone): in a child, whose
+    # timeout is the test of a hang.
+    from helpers import run_child
+
+    fifo = tmp_path / "pipe.safetensors"
+    data = build({"w": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
+    result = run_child(
+        f"""
+        import os, threading
+        from safetensors_header.numpy import load
+
+        os.mkfifo({str(fifo)!r})
+
+        def write():
+            with open({str(fifo)!r}, "wb") as pipe:
+                pipe.write({data!r})
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        print(load({str(fifo)!r})["w"].tolist())
+        writer.join(10)
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[1.0, 2.0]"

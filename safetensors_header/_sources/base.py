@@ -5,12 +5,12 @@ ranged reads into buffers the caller provides, the file beside it, a whole small
 and what is written once for every backend:
 
 * **the file's identity.** A backend only says what one reply or one ``stat`` told of the
-  file (`RangeFile.identify`: its size, and its validators: an ETag and a Last-Modified date,
+  file (`RangeFile._identify`: its size, and its validators: an ETag and a Last-Modified date,
   an object's version, a local file's device, inode, modification and change times). The
   first is pinned; every later one is checked against it here, and so is the identity a
   header was read with (`FileIdentity`, carried by the `Header`) when data is read with that
   header, at the moment the validators are first learned. Whether that header is of *this*
-  file is decided by what the file is, never by how it was spelled (`RangeFile.same_place`:
+  file is decided by what the file is, never by how it was spelled (`RangeFile._same_place`:
   a local file's device and inode, or its resolved path; a URL in its normalised form); a
   header of another location (a copy) is held to its size, the validators that name the
   content wherever it is (the Hub's sha256), and its header's bytes, read again
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import _thread
 
-from .._core.fileformat import bytes_needed
+from .._core.fileformat import MAX_HEADER_SIZE, bytes_needed
 from .._core.header import set_identity
 from .._core.parse import parse_header
 from .._errors import HeaderError
@@ -40,6 +40,7 @@ __all__ += ["read_from"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Iterable, Sequence
     from typing import Final, TypeAlias
 
@@ -50,11 +51,11 @@ if TYPE_CHECKING:
     #: What a source says changes when the file does: ``(name, value)`` pairs.
     Validators: TypeAlias = tuple[tuple[str, str | int], ...]
 
-# Reads of unknown size from this many bytes up learn the size first (`RangeFile.settle`): a
+# Reads of unknown size from this many bytes up learn the size first (`RangeFile._settle`): a
 # range past the end is then the error it is, not a buffer of its length made for nothing.
 _SETTLE_FROM: Final = 1 << 21
 _PIN: Final = _thread.allocate_lock()  # an identity is pinned once (threading costs an import)
-# One header's bytes compared again at a time (`RangeFile.check_again`): a thread that reads
+# One header's bytes compared again at a time (`RangeFile._check_again`): a thread that reads
 # data while another compares waits for the verdict. Only sources without validators take it.
 _RECHECK: Final = _thread.allocate_lock()
 #: Validators that name a file's content wherever it is kept (the Hub's sha256 and Xet
@@ -79,9 +80,9 @@ class ShortRead(Exception):
 class RangeFile:
     """A file whose byte ranges can be read: the protocol of every backend.
 
-    A backend sets `shown` (a name for messages, URLs redacted) and calls `identify` with
-    what each reply or ``stat`` says of the file. It implements `first` and `read_into`,
-    and may override `read`, `document`, `sibling`, `requests` and ``_read_spans``.
+    A backend sets `shown` (a name for messages, URLs redacted) and calls `_identify` with
+    what each reply or ``stat`` says of the file. It implements `_first` and `_read_into`,
+    and may override `read`, `document`, `sibling`, `_requests` and ``_read_spans``.
     Instances are shared by threads (an identity is only ever pinned once) and hold no
     open file or connection between calls, so they can be pickled.
 
@@ -100,17 +101,17 @@ class RangeFile:
         self.options = options
         self.shown = shown
         self.size: int | None = None
-        # The identity pinned by the first reply or stat (`identify`): None until then, and
+        # The identity pinned by the first reply or stat (`_identify`): None until then, and
         # the validators None while no reply has said them (a 416 says only the size).
         self.identified = False
         self.validators: Validators | None = None
-        # A header given for this file (`expect`): the file must be the one it was read from.
+        # A header given for this file (`_expect`): the file must be the one it was read from.
         self.expected: Header | None = None
         # At least the bytes its header takes (8 + N), where something said so beforehand (a
         # checkpoint's index names the tensors of each shard): the first read asks no more.
         self.header_hint: int | None = None
         # A header read from this file, which has no validators: its bytes are read again and
-        # compared before the first read of data (`check_again`).
+        # compared before the first read of data (`_check_again`).
         self.recheck: Header | None = None
 
     @property
@@ -124,8 +125,8 @@ class RangeFile:
         return None
 
     @property
-    def place(self) -> str:
-        """Where the file is, for its identity (`FileIdentity.location`): what `same_place`
+    def _place(self) -> str:
+        """Where the file is, for its identity (`FileIdentity.location`): what `_same_place`
         compares. A local file's absolute path; a URL with its query as a digest; else
         `shown`."""
         return self.shown
@@ -146,7 +147,7 @@ class RangeFile:
         """The error for a source whose `candidates` all turned out missing."""
         return FileNotFoundError(f"{self.shown}: no such file")
 
-    def identify(
+    def _identify(
         self, size: int | None, validators: Validators | None, *, nameless: bool = False
     ) -> None:
         """What one reply or ``stat`` said of the file: pinned the first time, checked every
@@ -182,7 +183,7 @@ class RangeFile:
 
     def _unlinking_aside(self, validators: Validators) -> Validators:
         """`validators` with the change time pinned before (or expected), where they differ
-        from it in that alone (`identify`'s `nameless`)."""
+        from it in that alone (`_identify`'s `nameless`)."""
         before = self.validators
         expected = None if self.expected is None else identity_of(self.expected)
         if before is None and expected is not None:
@@ -195,43 +196,43 @@ class RangeFile:
         kept = tuple((name, pinned if name == "ctime_ns" else value) for name, value in validators)
         return kept if kept == before else validators
 
-    def forget(self) -> None:
+    def _forget(self) -> None:
         """Forget the file's identity (its header is read again, from a new file)."""
         with _PIN:
             self.identified, self.size, self.validators = False, None, None
 
-    def expect(self, header: Header) -> None:
+    def _expect(self, header: Header) -> None:
         """Read this file's data with `header`: it must be of the file the header was read
         from (its identity; at least its size, where the header has none: `parse_header`'s)."""
         self.expected = header
 
-    def same_place(self, location: str) -> bool:
+    def _same_place(self, location: str) -> bool:
         """Whether `location` (a `FileIdentity`'s) is where this file is, however either
         was spelled. Backends whose locations have several spellings (a local path, a URL)
         compare them in a normal form."""
-        return location == self.place
+        return location == self._place
 
     def confirm(self, header: Header, clock: Clock) -> None:
-        """`expect` `header`, and where the file's validators cannot decide that it is the
+        """`_expect` `header`, and where the file's validators cannot decide that it is the
         file the header was read from, hold it to the header's bytes: they are read again
-        (``8 + N`` bytes) and compared before the first read of data (`check_again`). They
+        (``8 + N`` bytes) and compared before the first read of data (`_check_again`). They
         cannot decide where the header has no identity (`parse_header`'s), where it was read
         from another place (a copy: its validators are another file's), or where its source
         gave none that are decisive (bytes, a file object of memory, a server with no strong
         ETag: `decisive`)."""
-        self.expect(header)
-        if self.needs_header_bytes(header):
+        self._expect(header)
+        if self._needs_header_bytes(header):
             self.recheck = header
 
-    def needs_header_bytes(self, header: Header) -> bool:
+    def _needs_header_bytes(self, header: Header) -> bool:
         """Whether `header` given for this file is held to its bytes (`confirm`): unless its
         identity's validators are decisive and this very place's."""
         identity = identity_of(header)
         if identity is None:
             return True
-        return not (decisive(identity.validators) and self.same_place(identity.location))
+        return not (decisive(identity.validators) and self._same_place(identity.location))
 
-    def check_header_bytes(self, header: Header, data: bytes | memoryview) -> None:
+    def _check_header_bytes(self, header: Header, data: bytes | memoryview) -> None:
         """``FileChanged`` unless `data`, this file's first bytes, are those `header` was
         parsed from: the same CRC-32 where its identity has one, else the same header when
         parsed (a local header's identity keeps no digest: its validators decide there)."""
@@ -257,7 +258,7 @@ class RangeFile:
                 self.shown, f"its header's bytes are not those of the header given{where}"
             )
 
-    def check_again(self, clock: Clock) -> None:
+    def _check_again(self, clock: Clock) -> None:
         """Before the first read of data: where `recheck` holds a header (one read from a
         source with no decisive validator, or one given that its validators cannot decide:
         `confirm`), the file's header bytes are read again and compared with it (a file
@@ -268,7 +269,7 @@ class RangeFile:
         with _RECHECK:
             header = self.recheck
             if header is not None:
-                self.check_header_bytes(header, self._read_again(header.data_start, clock))
+                self._check_header_bytes(header, self._read_again(header.data_start, clock))
                 self.recheck = None
 
     def _read_again(self, count: int, clock: Clock) -> bytes:
@@ -276,7 +277,7 @@ class RangeFile:
         replaced meanwhile is the error it is (never a header read started afresh)."""
         buffer = bytearray(count)
         try:
-            self.read_into([(0, count, [(0, memoryview(buffer))])], clock)
+            self._read_into([(0, count, [(0, memoryview(buffer))])], clock)
         except ShortRead as short:
             return bytes(memoryview(buffer)[: max(short.end, 0)])
         return bytes(buffer)
@@ -294,7 +295,7 @@ class RangeFile:
             )
         if expected is None or validators is None:
             return
-        if _same_file(expected.validators, validators) or self.same_place(expected.location):
+        if _same_file(expected.validators, validators) or self._same_place(expected.location):
             if validators != expected.validators:
                 raise changed(self.shown, _difference(expected.validators, validators))
             return
@@ -305,33 +306,40 @@ class RangeFile:
             if name in CONTENT_VALIDATORS and name in said and said[name] != value:
                 raise changed(self.shown, _difference(expected.validators, validators))
 
-    def quick_header(self, max_header_size: int) -> Header | None:
+    def _map(
+        self, header: Header | None, max_header_size: int, copy: bool
+    ) -> tuple[Header, mmap.mmap] | None:
+        """The header and a map of the whole file (`map_whole`); None: it cannot be mapped
+        (read it instead)."""
+        return None
+
+    def _quick_header(self, max_header_size: int) -> Header | None:
         """The header read the quickest way this backend has (a local file's: one open and
         one or two reads), or None: `header_of`'s loop then reads it."""
         return None
 
-    def prepare(self) -> None:
+    def _prepare(self) -> None:
         """Learn what a ranged read is planned by (a local file's size), if it costs little."""
 
-    def settle(self, clock: Clock) -> None:
+    def _settle(self, clock: Clock) -> None:
         """Learn the file's size before buffers are made for a long read (a backend whose
         first request would tell it reads a byte)."""
-        self.prepare()
+        self._prepare()
 
-    def can_seek(self) -> bool:
+    def _can_seek(self) -> bool:
         """Whether ranges can be read at any offset (not a pipe's or a stream's)."""
         return True
 
-    def first_read_size(self) -> int:
+    def _first_read_size(self) -> int:
         """How many bytes the first read of a header asks for."""
         if self.header_hint is None:
             return self.options.first_read
         return min(self.options.first_read, self.header_hint)
 
-    def release(self) -> None:
+    def _release(self) -> None:
         """Let go of what a header read kept open between its reads (a 200's body)."""
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         """Bytes ``[0, count)`` (fewer only where the file ends), learning `size`."""
         raise NotImplementedError
 
@@ -339,21 +347,21 @@ class RangeFile:
         """Bytes ``[start, stop)``, fewer only where the file ends."""
         buffer = bytearray(stop - start)
         try:
-            self.read_into([(start, stop, [(start, memoryview(buffer))])], clock)
+            self._read_into([(start, stop, [(start, memoryview(buffer))])], clock)
         except ShortRead as short:
             return bytes(memoryview(buffer)[: max(short.end - start, 0)])
         return bytes(buffer)
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         """Every read's bytes into its segments; `ShortRead` where the file ends first.
 
         `reads` are sorted by offset and do not overlap; a backend that makes requests makes
-        one per read, as given (`requests` cut them).
+        one per read, as given (`_requests` cut them).
         """
         raise NotImplementedError
 
-    def requests(self, reads: list[Read]) -> list[Read]:
-        """The requests that make `reads` (`read_into` makes each as it is given): as they
+    def _requests(self, reads: list[Read]) -> list[Read]:
+        """The requests that make `reads` (`_read_into` makes each as it is given): as they
         are, unless a backend cuts long ones into parts to make in parallel (`parts`)."""
         return reads
 
@@ -381,10 +389,10 @@ class RangeFile:
         """
         if gap is None:
             gap = self.default_gap if self.options.gap is None else self.options.gap
-        self.check_again(clock)
-        self.prepare()
+        self._check_again(clock)
+        self._prepare()
         if self.size is None and into is None and _total(ranges) >= _SETTLE_FROM:
-            self.settle(clock)
+            self._settle(clock)
         check_known_end(ranges, self.size)
         try:
             if into is None:
@@ -407,7 +415,7 @@ class RangeFile:
             (start, stop, [(start, buffer)])
             for (start, stop), buffer in zip(spans, buffers, strict=True)
         ]
-        self.read_into(self.requests(reads), clock)
+        self._read_into(self._requests(reads), clock)
         return cut_out(ranges, spans, buffers)
 
     def _read_into_buffers(
@@ -437,10 +445,10 @@ class RangeFile:
                 reads[-1] = (reads[-1][0], stop, reads[-1][2])
             else:
                 reads.append((start, stop, [(start, view)]))
-        self.read_into(self.requests(reads), clock)
+        self._read_into(self._requests(reads), clock)
         for i in again:
             offset, length = ranges[i]
-            self.read_into(self.requests([(offset, offset + length, [(offset, into[i])])]), clock)
+            self._read_into(self._requests([(offset, offset + length, [(offset, into[i])])]), clock)
         return list(into)
 
 
@@ -457,7 +465,7 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     its size is then what was read when the file had none (a stream), and `parse_header`
     judges the bytes as they are. The header carries the file's identity (`FileIdentity`).
     """
-    quick = file.quick_header(max_header_size)
+    quick = file._quick_header(max_header_size)
     if quick is not None:
         return quick
     try:
@@ -466,11 +474,11 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
         except Restart:  # replaced meanwhile: the new file's header, from its start
             data, size = _header_bytes(file, max_header_size, clock)
     finally:
-        file.release()
+        file._release()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
-    if not decisive(file.validators or ()) and file.can_seek():
+    if not decisive(file.validators or ()) and file._can_seek():
         file.recheck = header  # nothing else would tell another file from this one
-    return read_from(header, data, file.place, file.size, file.validators or ())
+    return read_from(header, data, file._place, file.size, file.validators or ())
 
 
 def read_from(
@@ -489,10 +497,49 @@ def read_from(
     return header
 
 
+def map_whole(
+    file: RangeFile,
+    *,
+    header: Header | None = None,
+    max_header_size: int = MAX_HEADER_SIZE,
+    copy: bool = False,
+) -> tuple[Header, mmap.mmap] | None:
+    """The header of `file` and a read-only map of all of it (`copy`: a private, copy-on-write
+    map, whose writes change the memory, never the file), both of the one file a descriptor
+    opened; None for a file that cannot be mapped (not local, a pipe, empty): read it then. A
+    `header` given is held to that descriptor's file (``FileChanged``: its identity, or for a
+    copy its header's bytes) and returned."""
+    return file._map(header, max_header_size, copy)
+
+
+def read_planned(file: RangeFile, reads: list[Read], clock: Clock) -> None:
+    """The requests of a read plan, as they are, into their segments."""
+    if reads:
+        file._check_again(clock)
+        file._read_into(reads, clock)
+
+
+def refuse_a_stream(file: RangeFile) -> None:
+    """ValueError for a stream that cannot seek, given as it is: its offset 0 is unknown."""
+    if not file._can_seek():
+        raise ValueError(
+            f"read_ranges() needs a file it can seek in; {file.shown} is a stream (a pipe, a "
+            "socket): read it in order with read_header or open_file, or copy it to a file"
+        )
+
+
+def held_after_pickling(file: RangeFile, header: Header) -> None:
+    """`file`, unpickled with `header`: where it has no decisive validators (`decisive`),
+    its header's bytes are compared again before its first read of data in this process (it
+    may have been replaced since it was pickled)."""
+    if file.identified and not decisive(file.validators or ()):
+        file.recheck = header
+
+
 def _header_bytes(file: RangeFile, max_header_size: int, clock: Clock) -> tuple[bytes, int | None]:
     """The bytes `header_of` parses, and the file's size to judge them by."""
-    asked = file.first_read_size()
-    data = file.first(asked, clock)
+    asked = file._first_read_size()
+    data = file._first(asked, clock)
     size = file.size
     need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
     while need > len(data) and len(data) >= asked:

@@ -83,7 +83,7 @@ class FsspecFile(StoreBase):
         if size is None:
             size = self.call(lambda: self.store.size(self.path))
         validators = tuple((name, str(info[name])) for name in _VALIDATORS if name in info)
-        self.identify(int(size), validators)
+        self._identify(int(size), validators)
 
     def _signed_call(self, action: Callable[[HttpFile], _Result]) -> _Result | _Unsigned:
         """`action` on the file behind a signed URL, where the filesystem signs one; the
@@ -121,16 +121,16 @@ class FsspecFile(StoreBase):
     def location(self) -> str:
         return self.shown if self.url is None else self.url
 
-    def prepare(self) -> None:
+    def _prepare(self) -> None:
         if self._signed_file() is None and not self.identified:
             self._info()
 
-    def first_read_size(self) -> int:
+    def _first_read_size(self) -> int:
         if self._signed_file() is None and not self.identified:
             self._info()
-        return super().first_read_size()
+        return super()._first_read_size()
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         return self.read(0, count, clock)
 
     def document(self, limit: int, clock: Clock) -> bytes:
@@ -155,19 +155,19 @@ class FsspecFile(StoreBase):
             raise self.short(start, stop - start, len(data))
         return data
 
-    def release(self) -> None:
+    def _release(self) -> None:
         if self._signed is not None:
-            self._signed.release()
+            self._signed._release()
 
-    def requests(self, reads: list[Read]) -> list[Read]:
+    def _requests(self, reads: list[Read]) -> list[Read]:
         if self._signed_file() is not None:
             return parts(reads, self.options.part_size, self.options.max_workers)
         # fsspec's cat_ranges, a batch at a time: parts of part_size, several to a batch.
         return cut(reads, self.options.part_size)
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         reads = list(reads)
-        if not isinstance(self._signed_call(lambda file: file.read_into(reads, clock)), _Unsigned):
+        if not isinstance(self._signed_call(lambda file: file._read_into(reads, clock)), _Unsigned):
             return
         if not self.identified:
             self._info()

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         def linked(self) -> bool: ...
         def hold(self, held: Held) -> None: ...
         def holds(self, response: http.client.HTTPResponse) -> bool: ...
-        def forget(self) -> None: ...
+        def _forget(self) -> None: ...
 
 
 __all__ = ["Exchange", "sleep"]
@@ -446,7 +446,7 @@ class Exchange:
             if header:
                 # If-Range did not match: the file was replaced, and this is the new one,
                 # whole. Its header is read again, from this body.
-                file.forget()
+                file._forget()
                 self._identify(response, size, ranged=True)
                 file.hold(Held(response, 0, size, self.shown))
                 raise Restart

@@ -13,7 +13,7 @@ checks their replies, `http_wire` carries them. With F the first read (``first_r
    nothing else, sent straight to the URL the first request was redirected to.
 
 The first reply pins the file's identity (its size, ``ETag`` and ``Last-Modified``:
-`RangeFile.identify`) and says where its bytes are: the URL its redirects ended at (`final`).
+`RangeFile._identify`) and says where its bytes are: the URL its redirects ended at (`final`).
 Every later request of the same `HttpFile` goes there with ``If-Range`` (a strong ETag, else
 the date), and its reply must agree: a file replaced in between (a new commit on a
 ``resolve/main`` URL, a re-uploaded object), or a reply whose validators differ in kind (an
@@ -29,9 +29,9 @@ redirect named the file (the Hub's ``X-Linked-Etag``, its sha256, and ``X-Xet-Ha
 are its identity (the CDN's own validators are the CDN's), so that a file asked for again is
 checked to be the same file. A pickle holds the URL given, never a signed one.
 
-Ranged reads cut long reads into equal parts (`HttpFile.requests`: of ``part_size`` bytes, or
+Ranged reads cut long reads into equal parts (`HttpFile._requests`: of ``part_size`` bytes, or
 one per thread up to four times that when there would be more) and send them
-(`HttpFile.read_into`) on up to ``max_workers`` threads, 2 a core at most (or 4: `streams`),
+(`HttpFile._read_into`) on up to ``max_workers`` threads, 2 a core at most (or 4: `streams`),
 each reading its body with ``readinto`` straight into the memory the bytes are returned in.
 A server that ignores Range (``200`` and the whole body) is read once, from byte 0 as far as
 the last range ends, into the same memory; for a header, only as far as the header needs,
@@ -123,14 +123,14 @@ class HttpFile(RangeFile):
         return self.given
 
     @property
-    def place(self) -> str:
+    def _place(self) -> str:
         """The URL given, as `urls.url_place` makes it a place (a query as a digest)."""
         return url_place(self.url)
 
-    def same_place(self, location: str) -> bool:
+    def _same_place(self, location: str) -> bool:
         """The same URL, compared in its normal form (RFC 3986: ``/./m`` and ``/%6d`` are
         ``/m``; scheme and host in any case; the default port or none)."""
-        place = self.place
+        place = self._place
         return location == place or normal_url(location) == normal_url(place)
 
     @property
@@ -144,10 +144,10 @@ class HttpFile(RangeFile):
         return modified if isinstance(modified, str) else None
 
     def answered(self, size: int | None, validators: Validators | None, *, ranged: bool) -> None:
-        """What a reply said of the file: its identity (`identify`), and at the first,
+        """What a reply said of the file: its identity (`_identify`), and at the first,
         whether the server honours Range."""
         first = not self.identified
-        self.identify(size, validators)
+        self._identify(size, validators)
         if first:
             self.ranged = ranged
 
@@ -209,31 +209,31 @@ class HttpFile(RangeFile):
     def holds(self, response: http.client.HTTPResponse) -> bool:
         return self._held is not None and self._held.response is response
 
-    def settle(self, clock: Clock) -> None:
+    def _settle(self, clock: Clock) -> None:
         if not self.identified:
             self.read(0, 1, clock)  # its reply says the size (and the validators)
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         return self.read(0, count, clock)
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
         held = self._held
         if held is not None and held.position == start:
             return held.take(stop - start)  # on along a 200's body, kept open for this
-        self.release()
+        self._release()
         buffer = bytearray(stop - start)
         got = Exchange(self, clock).fetch(start, stop, [(start, memoryview(buffer))], header=True)
         return bytes(memoryview(buffer)[:got])
 
-    def release(self) -> None:
+    def _release(self) -> None:
         if self._held is not None:
             self._held.response.close()
             self._held = None
 
-    def requests(self, reads: list[Read]) -> list[Read]:
+    def _requests(self, reads: list[Read]) -> list[Read]:
         return parts(reads, self.options.part_size, self.options.max_workers)
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         reads = list(reads)
         if not reads:
             return

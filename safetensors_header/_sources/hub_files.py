@@ -94,10 +94,10 @@ class HubRepository(RangeFile):
             status=404,
         )
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         hub_url(self.shown)  # (raises what a path without a file is)
         raise AssertionError
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         hub_url(self.shown)
         raise AssertionError

@@ -1,7 +1,7 @@
 """`FileIdentity`: what a source said of a file when its header was read.
 
 Layer: sources. A header read through a source carries one (`Header.identity`); the rule that
-holds later reads to it is `base.RangeFile`'s (`identify`, `confirm`).
+holds later reads to it is `base.RangeFile`'s (`_identify`, `confirm`).
 """
 
 from __future__ import annotations

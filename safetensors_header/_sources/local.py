@@ -3,7 +3,7 @@
 Layer: sources. A path is read with ``os.preadv`` straight into the memory the bytes are
 returned in (no shared file position, so any number of threads may read one file; a long
 read is split over the machine's cores). Every read is identified by an ``os.fstat`` of the
-descriptor read (device, inode, size, modification and change times: `RangeFile.identify`),
+descriptor read (device, inode, size, modification and change times: `RangeFile._identify`),
 so a file rewritten or replaced between two reads is the one ``FileChanged`` error, never a
 mix of two files. A pipe, a FIFO or a character device is read as a stream (`streams.StreamFile`).
 """
@@ -30,6 +30,7 @@ __all__ += ["mode_kind", "no_entry", "read_path"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any, Final, NoReturn
 
@@ -193,18 +194,18 @@ class PathFile(RangeFile):
 
     @property
     def local_path(self) -> str | None:
-        self.prepare()
+        self._prepare()
         return os.fsdecode(self.path) if self.seekable else None
 
     @property
-    def place(self) -> str:
+    def _place(self) -> str:
         """The absolute path (`absolute`)."""
         return absolute(self.path)
 
-    def same_place(self, location: str) -> bool:
+    def _same_place(self, location: str) -> bool:
         """The same path, however spelled (``./m``, absolute, through links): both resolved
-        now. (The same device and inode is the same file too: `RangeFile.identify`.)"""
-        return same_path(location, self.place)
+        now. (The same device and inode is the same file too: `RangeFile._identify`.)"""
+        return same_path(location, self._place)
 
     def __getstate__(self) -> dict[str, Any]:
         # The resolved folder is worked out again where the file is unpickled.
@@ -233,13 +234,13 @@ class PathFile(RangeFile):
                 size = None  # a stream
             if not self.identified:
                 self.seekable = size is not None
-            self.identify(size, stat_validators(status))
+            self._identify(size, stat_validators(status))
         except BaseException:
             os.close(descriptor)
             raise
         return descriptor
 
-    def quick_header(self, max_header_size: int) -> Header | None:
+    def _quick_header(self, max_header_size: int) -> Header | None:
         if self.identified and not self.seekable:
             return None  # a pipe kept open: read as a stream
         descriptor = self.open_checked()  # learns the size and whether it can seek
@@ -252,14 +253,52 @@ class PathFile(RangeFile):
             if header is None:
                 return None
             status = os.fstat(descriptor)  # (rewritten while it was read: not this header)
-            self.identify(status.st_size, stat_validators(status))
+            self._identify(status.st_size, stat_validators(status))
         finally:
             if descriptor >= 0:
                 os.close(descriptor)
-        set_identity(header, make_identity(self.place, self.size, self.validators or ()))
+        set_identity(header, make_identity(self._place, self.size, self.validators or ()))
         return header
 
-    def prepare(self) -> None:
+    def _map(
+        self, header: Header | None, max_header_size: int, copy: bool
+    ) -> tuple[Header, mmap.mmap] | None:
+        import mmap
+
+        from .options import Clock
+
+        given = header
+        if given is not None:
+            self._expect(given)
+        descriptor = self.open_checked()  # (checked against the header's identity)
+        try:
+            if not self.seekable:  # a pipe: kept, and read from this descriptor as a stream
+                self._keep_stream(descriptor)
+                descriptor = -1
+                return None
+            size = self.size or 0
+            if not size:
+                return None  # (the data path says what is wrong with an empty file)
+            if header is None:
+                header = header_at(descriptor, size, max_header_size) or header_of(
+                    self, max_header_size, Clock(None)
+                )
+            # Mapped from the descriptor the header was read through: the same file.
+            access = mmap.ACCESS_COPY if copy else mmap.ACCESS_READ
+            mapped = mmap.mmap(descriptor, size, access=access)
+        finally:
+            if descriptor >= 0:
+                os.close(descriptor)
+        if given is not None and self._needs_header_bytes(given):
+            # A header of a copy elsewhere: held to its bytes, as `confirm` holds it.
+            try:
+                self._check_header_bytes(given, mapped[: given.data_start])
+            except HeaderError:
+                mapped.close()
+                raise
+        return header, mapped
+
+    def _prepare(self) -> None:
         if not self.identified:
             descriptor = self.open_checked()  # learns the size and whether it can seek
             if self.seekable:
@@ -267,17 +306,17 @@ class PathFile(RangeFile):
             else:  # a pipe: kept, and read from this descriptor (see `_streamed`)
                 self._keep_stream(descriptor)
 
-    def can_seek(self) -> bool:
-        self.prepare()
+    def _can_seek(self) -> bool:
+        self._prepare()
         return self.seekable
 
-    def first_read_size(self) -> int:
-        self.prepare()
+    def _first_read_size(self) -> int:
+        self._prepare()
         if not self.seekable:
             return 8  # a stream: exactly the bytes of the header, the data left in it
         return min(self.size or 0, FILE_FIRST_READ)
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         return self.read(0, count, clock)
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
@@ -297,14 +336,14 @@ class PathFile(RangeFile):
         stream = open(descriptor, "rb", buffering=0, closefd=True)  # noqa: SIM115
         self._stream = StreamFile(stream, self.options, shown=self.shown)
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         if not self.seekable:
             if self._stream is None:
                 raise ValueError(
                     f"reading ranges needs a file it can seek in; {self.shown!r} is a stream "
                     "(read it in order with read_header or open_file, or copy it to a file)"
                 )
-            self._stream.read_into(reads, clock)
+            self._stream._read_into(reads, clock)
             return
         reads = list(reads)
         descriptor = self.open_checked()
@@ -319,7 +358,7 @@ class PathFile(RangeFile):
             # Rewritten while it was read: the bytes may be a mix.
             status = os.fstat(descriptor)
             size = status.st_size if stat.S_ISREG(status.st_mode) else self.size
-            self.identify(size, stat_validators(status))
+            self._identify(size, stat_validators(status))
         finally:
             os.close(descriptor)
 

@@ -91,14 +91,14 @@ class StoreBase(RangeFile):
             url=self.shown,
         )
 
-    def first_read_size(self) -> int:
-        asked = super().first_read_size()
+    def _first_read_size(self) -> int:
+        asked = super()._first_read_size()
         if self.identified and self.size is not None:
             return min(asked, self.size)
         return asked
 
     def document(self, limit: int, clock: Clock) -> bytes:
-        return self.first(limit + 1, clock)  # one request where the store can (no HEAD)
+        return self._first(limit + 1, clock)  # one request where the store can (no HEAD)
 
 
 class StoreFile(StoreBase):
@@ -112,7 +112,7 @@ class StoreFile(StoreBase):
 
     def _head(self) -> None:
         meta = self.call(lambda: self.store.head(self.path))
-        self.identify(int(meta["size"]), _meta_validators(meta))
+        self._identify(int(meta["size"]), _meta_validators(meta))
 
     def _get(self, start: int, stop: int) -> memoryview:
         """Bytes ``[start, stop)`` of a pinned file (`stop` within it), checked."""
@@ -122,7 +122,7 @@ class StoreFile(StoreBase):
             if etag is not None:
                 options["if_match"] = etag
             result = self.call(lambda: self.store.get(self.path, options=options))
-            self.identify(int(result.meta["size"]), _meta_validators(result.meta))
+            self._identify(int(result.meta["size"]), _meta_validators(result.meta))
             data = memoryview(self.call(result.bytes))
         else:
             data = memoryview(
@@ -132,7 +132,7 @@ class StoreFile(StoreBase):
             raise self.short(start, stop - start, len(data))
         return data
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         if self.rich and not self.identified:
             # One request: the bytes, and the size and ETag with them.
             def get() -> Any:
@@ -149,7 +149,7 @@ class StoreFile(StoreBase):
                 if self.size == 0:
                     return b""
                 result = self.call(get)
-            self.identify(int(result.meta["size"]), _meta_validators(result.meta))
+            self._identify(int(result.meta["size"]), _meta_validators(result.meta))
             data = bytes(self.call(result.bytes))
             if len(data) != min(count, self.size or 0):
                 raise self.short(0, min(count, self.size or 0), len(data))
@@ -164,7 +164,7 @@ class StoreFile(StoreBase):
             return b""
         return bytes(self._get(start, stop))
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         segments = [segment for _, _, pieces in reads for segment in pieces]
         found = self._ranges([(offset, len(view)) for offset, view in segments])
         for (_, view), data in zip(segments, found, strict=True):

@@ -53,7 +53,7 @@ class StreamFile(RangeFile):
         self._readinto = getattr(stream, "readinto", None) if _readinto_is_read(stream) else None
 
     @property
-    def place(self) -> str:
+    def _place(self) -> str:
         """A file object of a named local file: its absolute path (so that the path and
         the file object are one place); else `shown`."""
         name = getattr(self.stream, "name", None)
@@ -61,36 +61,36 @@ class StreamFile(RangeFile):
             return absolute(os.fsdecode(name))
         return self.shown
 
-    def same_place(self, location: str) -> bool:
-        place = self.place
+    def _same_place(self, location: str) -> bool:
+        place = self._place
         return location == place if place == self.shown else same_path(location, place)
 
-    def first_read_size(self) -> int:
+    def _first_read_size(self) -> int:
         return 8  # exactly the header's bytes: a stream's data stays in it for its reader
 
     def candidates(self, *, follow_links: bool = False) -> list[RangeFile]:
         raise _no_checkpoint(self)
 
-    def can_seek(self) -> bool:
+    def _can_seek(self) -> bool:
         return self.seekable
 
-    def _identify(self) -> None:
+    def _identify_stream(self) -> None:
         """What the stream is now: its size (if it can seek), and its descriptor's identity."""
         if self.seekable:
             validators, nameless = _descriptor_validators(self.stream)
-            self.identify(_seek_size(self.stream), validators, nameless=nameless)
+            self._identify(_seek_size(self.stream), validators, nameless=nameless)
         elif not self.identified:
-            self.identify(None, _descriptor_validators(self.stream)[0])
+            self._identify(None, _descriptor_validators(self.stream)[0])
 
-    def first(self, count: int, clock: Clock) -> bytes:
-        self._identify()
+    def _first(self, count: int, clock: Clock) -> bytes:
+        self._identify_stream()
         if self.seekable:
             self.stream.seek(0)
             self.position, self._ahead = 0, b""
         return self._next(count)
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
-        self._identify()
+        self._identify_stream()
         if self.seekable:
             self.stream.seek(start)
             self.position, self._ahead = start, b""
@@ -122,8 +122,8 @@ class StreamFile(RangeFile):
             if not skipped:
                 raise ShortRead(self.position)
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
-        self._identify()
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+        self._identify_stream()
         if not self.seekable:
             for start, stop, segments in reads:
                 self._skip_to(start)
@@ -158,13 +158,13 @@ class StreamFile(RangeFile):
                 view[:got] = self._ahead[:got]
                 self._ahead = self._ahead[got:]
             while got < len(view):
-                count = self._read_into(view[got : got + STREAM_CHUNK])
+                count = self._read_some(view[got : got + STREAM_CHUNK])
                 if not count:
                     raise ShortRead(offset + got)
                 got += count
             self.position = offset + len(view)
 
-    def _read_into(self, view: memoryview) -> int:
+    def _read_some(self, view: memoryview) -> int:
         """One read into `view`: ``readinto`` where the object has one that works, else
         ``read`` and a copy (the bytes past `view` kept for the next read)."""
         if self._readinto is not None:
@@ -203,16 +203,16 @@ class BufferFile(RangeFile):
         view = memoryview(self.source)
         if view.ndim != 1 or view.format != "B":
             view = view.cast("B")
-        self.identify(view.nbytes, ())  # (a bytearray or a map may have been resized)
+        self._identify(view.nbytes, ())  # (a bytearray or a map may have been resized)
         return view.toreadonly()
 
-    def first(self, count: int, clock: Clock) -> bytes:
+    def _first(self, count: int, clock: Clock) -> bytes:
         return bytes(self._view()[:count])
 
     def read(self, start: int, stop: int, clock: Clock) -> bytes:
         return bytes(self._view()[start:stop])
 
-    def read_into(self, reads: Iterable[Read], clock: Clock) -> None:
+    def _read_into(self, reads: Iterable[Read], clock: Clock) -> None:
         view = self._view()
         for _, _, segments in reads:
             for offset, target in segments:
