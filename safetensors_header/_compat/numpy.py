@@ -91,4 +91,5 @@ def load_file(filename: Any, *, backend: str = "mmap") -> dict[str, NDArray[Any]
 def load(data: bytes) -> dict[str, NDArray[Any]]:
     """The arrays of a whole file's bytes, copied (writable, as the reference's)."""
     with reference_errors("deserializing"):
-        return adapter.load(bytearray(data))
+        arrays = adapter.load(data)
+    return {name: array.copy() for name, array in arrays.items()}
