@@ -213,9 +213,9 @@ def test_safe_open_gives_the_references_values_and_dtypes(path: Path) -> None:
         assert ours.keys() == theirs.keys()
         assert ours.offset_keys() == theirs.offset_keys()
         assert ours.metadata() == theirs.metadata()
-        for name in theirs.keys():
+        for name in theirs.keys():  # noqa: SIM118 - a handle, not a dict
             mine, expected = ours.get_tensor(name), theirs.get_tensor(name)
-            assert mine.dtype == expected.dtype and mine.shape == expected.shape
+            assert (mine.dtype, mine.shape) == (expected.dtype, expected.shape)
             np.testing.assert_array_equal(mine, expected)
             assert mine.flags.writeable or not mine.size  # a copy, as the reference's
         assert list(ours.get_tensors()) == ours.offset_keys()
@@ -257,12 +257,12 @@ REFUSED = [
 def test_get_slice_refuses_what_the_reference_refuses_with_its_words(
     path: Path, key: object
 ) -> None:
-    with reference.safe_open(str(path), "np") as theirs:
-        with pytest.raises(reference.SafetensorError) as expected:
-            theirs.get_slice("b")[key]
-    with safe_open(path, "np") as ours:
-        with pytest.raises(SafetensorError) as found:
-            ours.get_slice("b")[key]
+    theirs = reference.safe_open(str(path), "np").get_slice("b")
+    with pytest.raises(reference.SafetensorError) as expected:
+        theirs[key]
+    ours = safe_open(path, "np").get_slice("b")
+    with pytest.raises(SafetensorError) as found:
+        ours[key]
     assert str(found.value) == str(expected.value)
 
 
@@ -312,7 +312,7 @@ def test_a_closed_file_says_so(path: Path) -> None:
     with safe_open(path, "np") as f:
         piece = f.get_slice("a")
     for call in (f.keys, f.metadata, f.offset_keys, f.get_tensors, lambda: f.get_tensor("a")):
-        with pytest.raises(SafetensorError, match="^File is closed$"):
+        with pytest.raises(SafetensorError, match=r"^File is closed$"):
             call()
     assert piece[0].shape == (4,)  # a slice taken before stays readable, as the reference's
 
@@ -320,7 +320,7 @@ def test_a_closed_file_says_so(path: Path) -> None:
 def test_a_tensor_the_file_lacks(path: Path) -> None:
     with safe_open(path, "np") as f:
         for call in (f.get_tensor, f.get_slice):
-            with pytest.raises(SafetensorError, match="^File does not contain tensor x$"):
+            with pytest.raises(SafetensorError, match=r"^File does not contain tensor x$"):
                 call("x")
 
 
@@ -329,7 +329,7 @@ def test_an_invalid_file_is_a_safetensor_error_and_a_header_error(tmp_path: Path
     bad.write_bytes(b"\xff" * 16)
     with pytest.raises(reference.SafetensorError, match="Error while deserializing header"):
         reference.safe_open(str(bad), "np")
-    with pytest.raises(SafetensorError, match="^Error while deserializing header: ") as found:
+    with pytest.raises(SafetensorError, match=r"^Error while deserializing header: ") as found:
         safe_open(bad, "np")
     assert isinstance(found.value, HeaderError)
     assert found.value.kind == "HeaderTooLarge"
@@ -374,7 +374,7 @@ def test_tensor_spec_as_the_reference() -> None:
     spec = TensorSpec(dtype="float4_e2m1fn_x2", shape=[3, 2], data_ptr=0, data_len=6)
     theirs = reference.TensorSpec(dtype="float4_e2m1fn_x2", shape=[3, 2], data_ptr=0, data_len=6)
     assert (spec.dtype, spec.shape) == (theirs.dtype, theirs.shape) == ("F4", [3, 4])
-    with pytest.raises(SafetensorError, match="^Unknown dtype 'nonsense'"):
+    with pytest.raises(SafetensorError, match=r"^Unknown dtype 'nonsense'"):
         TensorSpec(dtype="nonsense", shape=[1], data_ptr=0, data_len=0)
     with pytest.raises(TypeError):
         serialize({"test": {"dtype": "float32", "shape": [1], "data_ptr": 0, "data_len": 0}})
@@ -383,7 +383,7 @@ def test_tensor_spec_as_the_reference() -> None:
 def test_serialize_refuses_a_buffer_of_the_wrong_length() -> None:
     data = np.zeros(3, dtype="f4")
     spec = TensorSpec(dtype="float32", shape=[4], data_ptr=data.ctypes.data, data_len=12)
-    with pytest.raises(SafetensorError, match="^Error while serializing: ") as found:
+    with pytest.raises(SafetensorError, match=r"^Error while serializing: ") as found:
         serialize({"x": spec})
     assert isinstance(found.value, HeaderError)
 
@@ -391,7 +391,7 @@ def test_serialize_refuses_a_buffer_of_the_wrong_length() -> None:
 def test_deserialize_gives_the_references_tensors(path: Path) -> None:
     data = path.read_bytes()
     assert sorted(deserialize(data)) == sorted(reference.deserialize(data))
-    with pytest.raises(SafetensorError, match="^Error while deserializing: "):
+    with pytest.raises(SafetensorError, match=r"^Error while deserializing: "):
         deserialize(data[:-1])
 
 
@@ -427,7 +427,7 @@ def test_numpy_writes_a_fortran_ordered_array_right_where_the_reference_is_wrong
 
 
 def test_numpy_refuses_a_dtype_without_a_name() -> None:
-    with pytest.raises(SafetensorError, match="^Unknown dtype 'complex128'"):
+    with pytest.raises(SafetensorError, match=r"^Unknown dtype 'complex128'"):
         compat_numpy.save({"x": np.zeros(2, dtype="c16")})
 
 
@@ -440,7 +440,8 @@ def test_numpy_through_the_alias(tmp_path: Path) -> None:
         from safetensors.numpy import load, load_file, save, save_file
         arrays = {{"a": np.arange(6, dtype="f4").reshape(2, 3)}}
         save_file(arrays, {str(target)!r})
-        print(json.dumps([load_file({str(target)!r})["a"].tolist(), load(save(arrays))["a"].tolist()]))
+        loaded = load_file({str(target)!r})["a"].tolist()
+        print(json.dumps([loaded, load(save(arrays))["a"].tolist()]))
         """
     )
     assert found == [[[0, 1, 2], [3, 4, 5]]] * 2
