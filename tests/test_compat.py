@@ -166,7 +166,8 @@ def test_the_command_line_does_not_import_the_alias(path: Path) -> None:
         f"sys.argv = ['safetensors_header', 'inspect', {str(path)!r}]\n"
         "try:\n    runpy.run_module('safetensors_header', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if 'compat' in m or m == 'safetensors'))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'safetensors'\n"
+        "             or m.startswith('safetensors_header._compat')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
