@@ -54,6 +54,14 @@ def aliased(code: str, *, cwd: Path | None = None) -> Any:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def unaliased(code: str) -> str:
+    """What `code` prints, run in a fresh process without the alias."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True
+    ).stdout
+
+
 @pytest.fixture
 def arrays() -> dict[str, Any]:
     rng = np.random.default_rng(52)
@@ -120,15 +128,9 @@ def test_the_alias_refuses_to_shadow_a_reference_imported_already() -> None:
         "try:\n    safetensors_header.install_as_safetensors()\n"
         "except RuntimeError as error:\n    print(error)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=True,
-    )
-    assert done.stdout.startswith("safetensors, safetensors._safetensors_rust imported already")
-    assert "replace=True" in done.stdout
+    said = unaliased(script)
+    assert said.startswith("safetensors, safetensors._safetensors_rust imported already")
+    assert "replace=True" in said
 
 
 def test_a_module_the_alias_does_not_have_is_not_found() -> None:
@@ -169,14 +171,7 @@ def test_the_command_line_does_not_import_the_alias(path: Path) -> None:
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'safetensors'\n"
         "             or m.startswith('safetensors_header._compat')))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=True,
-    )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert unaliased(code).strip().splitlines()[-1] == "[]"
 
 
 # --- safe_open -------------------------------------------------------------------------

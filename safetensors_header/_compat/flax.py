@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 def save(tensors: dict[str, jax.Array], metadata: dict[str, str] | None = None) -> bytes:
     """The bytes of a safetensors file of these arrays (the reference's, byte for byte)."""
-    with reference_errors("serializing"):
-        return adapter.save(tensors, metadata=metadata)
+    data: bytes = _saved(adapter.save, tensors, metadata)
+    return data
 
 
 def save_file(
@@ -41,8 +41,13 @@ def save_file(
     metadata: dict[str, str] | None = None,
 ) -> None:
     """Write `save`'s bytes to `filename`, replaced whole (never left half-written)."""
+    _saved(adapter.save_file, tensors, metadata, filename)
+
+
+def _saved(write: Any, tensors: dict[str, jax.Array], metadata: Any, *to: Any) -> Any:
+    """What `write` (the adapter's `save` or `save_file`) returns, its errors the reference's."""
     with reference_errors("serializing"):
-        adapter.save_file(tensors, filename, metadata=metadata)
+        return write(tensors, *to, metadata=metadata)
 
 
 def load_file(filename: Any) -> dict[str, jax.Array]:
