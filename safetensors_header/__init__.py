@@ -24,6 +24,7 @@ from ._totals import DtypeTotal
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     from ._checkpoint import Checkpoint, read_checkpoint
+    from ._compat._install import install_as_safetensors
     from ._encode import encode_header
     from ._fetch import SafetensorsFile, open_file, read_ranges, read_tensor
     from ._sources.hub import hub_url
@@ -47,6 +48,7 @@ _LAZY = {
     "encode_header": "_encode",
     "update_metadata": "_writer",
     "write_file": "_writer",
+    "install_as_safetensors": "_compat._install",
 }
 
 
@@ -129,6 +131,7 @@ __all__ = [
     "bytes_needed",
     "encode_header",
     "hub_url",
+    "install_as_safetensors",
     "open_file",
     "parse_header",
     "read_checkpoint",
