@@ -17,7 +17,7 @@ import os
 from importlib import import_module
 
 from .._errors import HeaderError
-from .._fetch import SafetensorsFile, local_path, open_file
+from .._fetch import SafetensorsFile, open_file
 from ._errors import SafetensorError, as_reference_error, reference_errors
 
 __all__ = ["SafeSlice", "checked_device", "safe_open", "safe_open_handle"]
@@ -116,11 +116,10 @@ def opened(source: object, /) -> SafetensorsFile:
         )
     try:
         return open_file(source)  # type: ignore[arg-type]
-    except FileNotFoundError:
-        path = local_path(source)
-        if path is None:
+    except FileNotFoundError as error:
+        if error.filename is None:
             raise
-        raise FileNotFoundError(f"No such file or directory: {path}") from None
+        raise FileNotFoundError(f"No such file or directory: {error.filename}") from None
     except HeaderError as error:
         raise as_reference_error(error, "deserializing header") from None
 
@@ -164,7 +163,7 @@ class safe_open:
                 f"Device {self._device} is not supported for framework {_SHOWN[self._framework]}"
             )
         self._file: SafetensorsFile | None = file
-        self._path = local_path(filename)
+        self._path = file.local_path
 
     def _opened(self) -> SafetensorsFile:
         if self._file is None:
