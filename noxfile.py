@@ -5,6 +5,7 @@
     nox -s oldest           # the lowest versions pyproject.toml allows, all together
     nox -s lint             # mypy --strict, ruff check, ruff format --check
     nox -s torch jax        # the torch adapter (torch 2.13.0, Python 3.11), the JAX one (3.12)
+    nox -s frameworks       # the reference's TensorFlow, PaddlePaddle and MLX modules (3.11)
 
 Interpreters are found on PATH as ``python3.X``; pyenv's versions are put there first, so that
 nox needs no ``pyenv init`` and never runs a pyenv shim (which fails for a version that is not
@@ -50,6 +51,11 @@ REPORTED = [
     "torch",
     "jax",
     "jaxlib",
+    "tensorflow",
+    "tensorflow_cpu",
+    "paddlepaddle",
+    "mlx",
+    "mlx_cpu",
     "safetensors",
     "pytest",
     "pytest_cov",
@@ -72,6 +78,11 @@ QUICK_WITHOUT_DOCS = ["-m", "not slow and not docs"]
 # machines set it: uv installs no bytecode, and the suite starts a few hundred such processes
 # (its examples, its command-line tests, its workers). The sessions let Python cache it.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# The reference's modules of these frameworks (safetensors_header._compat), each tested in an
+# environment of its own (nox -s frameworks): they pin numpy differently, and none is in the
+# others' sessions.
+FRAMEWORKS = ["tensorflow", "paddle", "mlx"]
 
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
 nox.options.sessions = ["tests", "oldest", "lint", "docs", "torch", "jax"]
@@ -126,7 +137,7 @@ def _lower_bounds() -> list[str]:
     for extra, requirements in extras.items():
         if extra in ("dev", "docs"):  # the tools, not the libraries the package works with
             continue
-        if extra in ("torch", "jax"):  # each tested in a session of its own (torch, jax)
+        if extra in FRAMEWORKS or extra in ("torch", "jax"):  # each in a session of its own
             continue
         for text in requirements:
             requirement = Requirement(text)
@@ -160,8 +171,8 @@ def tests(session: nox.Session) -> None:
             return
         # Branch coverage: the whole package at 95 % or more, the parser (the core's reading
         # of a header) at 100 %, and the command line (tested in subprocesses) at 90 %: that
-        # fails if they are no longer measured. (torch.py and jax.py are measured in their own
-        # sessions.)
+        # fails if they are no longer measured. (torch.py, jax.py and the framework modules of
+        # _compat are measured in their own sessions.)
         parser = ",".join(
             f"safetensors_header/_core/{name}.py"
             for name in ("parse", "rules", "columns", "canonical", "compact", "json_reader")
@@ -177,7 +188,14 @@ def tests(session: nox.Session) -> None:
                 "coverage",
                 "report",
                 f"--include={include}",
-                "--omit=safetensors_header/torch.py,safetensors_header/jax.py",
+                "--omit="
+                + ",".join(
+                    [
+                        "safetensors_header/torch.py",
+                        "safetensors_header/jax.py",
+                        *(f"safetensors_header/_compat/{name}.py" for name in FRAMEWORKS),
+                    ]
+                ),
                 f"--fail-under={floor}",
                 "--precision=1",
             )
@@ -247,7 +265,7 @@ def torch(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
     session.install(*(f"--find-links={link}" for link in links), "-e", ".[test,torch]")
     _report_versions(session)
-    _run_and_cover(session, "torch", "tests/test_torch.py")
+    _run_and_cover(session, "torch", "tests/test_torch.py", "tests/test_readme.py")
 
 
 @nox.session(python="3.12")
@@ -256,11 +274,29 @@ def jax(session: nox.Session) -> None:
     coverage; only the tests that import JAX (and the docs' JAX examples)."""
     session.install("-e", ".[test,jax]")
     _report_versions(session)
-    _run_and_cover(session, "jax", "tests/test_jax.py")
+    _run_and_cover(session, "jax", "tests/test_jax.py", "tests/test_readme.py")
 
 
-def _run_and_cover(session: nox.Session, module: str, tests: str) -> None:
-    """The module's tests and its docs page's examples, then its branch coverage: 95 % or
+@nox.session(python="3.11")
+@nox.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
+def frameworks(session: nox.Session, framework: str) -> None:
+    """The reference's module of `framework` (safetensors_header._compat) against the
+    reference's own, with its coverage and that of what the three share; only its tests."""
+    session.install("-e", f".[test,{framework}]")
+    _report_versions(session)
+    _run_and_cover(
+        session,
+        framework,
+        "tests/test_compat_frameworks.py",
+        modules=[f"_compat/{framework}.py", "_compat/_over_numpy.py"],
+    )
+
+
+def _run_and_cover(
+    session: nox.Session, name: str, *tests: str, modules: list[str] | None = None
+) -> None:
+    """The tests of `tests` whose names say `name` (the module's tests and its docs page's
+    examples), then the branch coverage of `modules` (default: the module `name`): 95 % or
     more."""
     _own_coverage_file(session)
     session.run(
@@ -269,20 +305,20 @@ def _run_and_cover(session: nox.Session, module: str, tests: str) -> None:
         "pytest",
         "--cov",
         "--cov-report=",
-        tests,
-        "tests/test_readme.py",
+        *tests,
         "-k",
-        module,
+        name,
         "-n",
-        "0",  # a process that imports torch or JAX once: half the CPU time of two workers
+        "0",  # a process that imports its framework once: half the CPU time of two workers
         *session.posargs,
     )
+    covered = [f"safetensors_header/{module}" for module in modules or [f"{name}.py"]]
     session.run(
         "python",
         "-m",
         "coverage",
         "report",
-        f"--include=safetensors_header/{module}.py",
+        f"--include={','.join(covered)}",
         "--fail-under=95",
         "--precision=1",
     )

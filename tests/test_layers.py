@@ -67,6 +67,7 @@ MEMBERS = [
         "awkward",
         "_awkward_forms",
         "_awkward_keys",
+        "_compat",
         "_cli",
         "__init__",
         "__main__",

@@ -1,4 +1,7 @@
-"""The reference's error type, for code that catches it by name."""
+"""The reference's error type, for code that catches it by name.
+
+Layer: adapters.
+"""
 
 from __future__ import annotations
 
