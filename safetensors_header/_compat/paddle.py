@@ -115,8 +115,10 @@ def _array(name: str, tensor: Any) -> NDArray[Any]:
         raise TypeError(f"tensor {name!r} is a {type(tensor).__name__}, not a paddle.Tensor")
     dtype = NAMES.get(tensor.dtype)
     if dtype is None:
+        # (By its enum's name: PaddlePaddle prints its uint16 as "paddle.bfloat16".)
+        shown = str(getattr(tensor.dtype, "name", tensor.dtype)).lower()
         raise TypeError(
-            f"tensor {name!r}: the reference writes no {tensor.dtype} tensor (its dtypes: "
+            f"tensor {name!r}: the reference writes no {shown} tensor (its dtypes: "
             f"{', '.join(sorted(HOLDS))})"
         )
     array: NDArray[Any] = tensor.numpy()
