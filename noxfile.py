@@ -85,7 +85,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 FRAMEWORKS = ["tensorflow", "paddle", "mlx"]
 
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
-nox.options.sessions = ["tests", "oldest", "lint", "docs", "torch", "jax"]
+nox.options.sessions = ["tests", "oldest", "lint", "docs", "torch", "jax", "frameworks"]
 # uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"  # use the interpreters on this machine, fetch none

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,6 +336,28 @@ def test_a_file_the_reference_refuses_is_refused_with_its_error(name: str) -> No
         framework.ours.save({"__metadata__": framework.tensor(bits("F32", (2,)))})
 
 
+# The module each framework's is imported by first.
+IMPORTED = {"tensorflow": "tensorflow", "paddle": "paddle", "mlx": "mlx"}
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_without_its_framework_the_module_names_the_extra(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    framework_named(name)  # (skips where the framework is not installed)
+    monkeypatch.setitem(sys.modules, IMPORTED[name], None)  # an import of it fails
+    monkeypatch.delitem(sys.modules, f"safetensors_header._compat.{name}")
+    with pytest.raises(ModuleNotFoundError, match=rf"pip install 'safetensors_header\[{name}\]'"):
+        importlib.import_module(f"safetensors_header._compat.{name}")
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_tensors_that_are_not_a_mapping_are_refused(name: str) -> None:
+    framework = framework_named(name)
+    with pytest.raises(TypeError, match="must be a mapping of name to tensor, not list"):
+        framework.ours.save([framework.tensor(bits("F32", (2,)))])
+
+
 # A dtype of safetensors that the framework has not, for each.
 LACKING = {"tensorflow": "F8_E8M0", "paddle": "F8_E4M3FNUZ", "mlx": "F8_E4M3"}
 
@@ -360,6 +383,10 @@ def test_tensorflow_leaves_the_mapping_given_as_it_was() -> None:
     assert given["x"] is tensors["x"]
     framework.reference.save(given)  # the reference's puts numpy arrays in it
     assert isinstance(given["x"], np.ndarray)
+    scalar = {"x": framework.tensor(np.array(2, dtype=np.int64))}
+    with pytest.raises(AttributeError):  # the reference's: "'numpy.int64' has no 'ctypes'"
+        framework.reference.save(scalar)
+    assert framework.ours.save(scalar) == reference_numpy.save({"x": np.array(2, dtype=np.int64)})
 
 
 def test_paddle_device_and_the_dtypes_the_reference_does_not_write() -> None:
