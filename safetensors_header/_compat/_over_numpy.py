@@ -23,7 +23,7 @@ from ..numpy import save as save_arrays
 from ..numpy import save_file as save_array_file
 from ._errors import SafetensorError
 
-__all__ = ["load", "reference_errors", "save", "save_file"]
+__all__ = ["BACKENDS", "NUMBERS", "load", "reference_errors", "save", "save_file"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -36,6 +36,13 @@ if TYPE_CHECKING:
     Tensor = TypeVar("Tensor")
     #: (tensor name, tensor) -> its values as a numpy array (ml_dtypes' types for BF16, F8).
     ToArray = Callable[[str, Any], NDArray[Any]]
+
+#: The safetensors dtypes of numpy's own types (and ml_dtypes' bfloat16), which TensorFlow and
+#: MLX hold too: ``bool``, the ints, the floats, ``complex64``.
+NUMBERS: Final = frozenset(
+    {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64"}
+    | {"F16", "BF16", "F32", "F64", "C64"}
+)
 
 #: The reference's storage backends (``load_file(..., backend=)``) -> `numpy.load`'s ``mmap``:
 #: a map of the file, or ``os.preadv`` into memory (the reference's ``pread(2)``).

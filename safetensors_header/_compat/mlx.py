@@ -40,10 +40,7 @@ if TYPE_CHECKING:
     from .._sources import Source
 
 #: The safetensors dtypes MLX has a dtype for (``F64`` as ``float32``); no F8.
-HOLDS: Final = frozenset(
-    {"BOOL", "U8", "I8", "U16", "I16", "F16", "BF16", "U32", "I32", "F32", "C64", "U64"}
-    | {"I64", "F64"}
-)
+HOLDS: Final = _over_numpy.NUMBERS
 
 
 def save(tensors: dict[str, mx.array], metadata: dict[str, str] | None = None) -> bytes:

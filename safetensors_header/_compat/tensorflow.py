@@ -39,12 +39,9 @@ if TYPE_CHECKING:
 
     from .._sources import Source
 
-#: The safetensors dtypes TensorFlow has a dtype for (its ``float8_e8m0fnu`` is missing;
-#: ``F4`` and ``F6_*`` no numpy array holds).
-HOLDS: Final = frozenset(
-    {"BOOL", "U8", "I8", "U16", "I16", "F16", "BF16", "U32", "I32", "F32", "C64", "U64"}
-    | {"I64", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
-)
+#: The safetensors dtypes TensorFlow has a dtype for: numpy's and four of the five F8 (not
+#: ``F8_E8M0``; ``F4`` and ``F6_*`` no numpy array holds).
+HOLDS: Final = _over_numpy.NUMBERS | {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
 
 
 def save(tensors: dict[str, tf.Tensor], metadata: dict[str, str] | None = None) -> bytes:
