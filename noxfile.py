@@ -5,6 +5,7 @@
     nox -s oldest           # the lowest versions pyproject.toml allows, all together
     nox -s lint             # mypy --strict, ruff check, ruff format --check
     nox -s torch jax        # the torch adapter (torch 2.13.0, Python 3.11), the JAX one (3.12)
+    nox -s frameworks       # the reference's TensorFlow, PaddlePaddle and MLX modules (3.11)
 
 Interpreters are found on PATH as ``python3.X``; pyenv's versions are put there first, so that
 nox needs no ``pyenv init`` and never runs a pyenv shim (which fails for a version that is not
@@ -51,6 +52,11 @@ REPORTED = [
     "jax",
     "jaxlib",
     "transformers",
+    "tensorflow",
+    "tensorflow_cpu",
+    "paddlepaddle",
+    "mlx",
+    "mlx_cpu",
     "safetensors",
     "pytest",
     "pytest_cov",
@@ -58,8 +64,6 @@ REPORTED = [
     "hypothesis",
 ]
 
-# The modules measured in the torch and jax sessions, not in the main one.
-ELSEWHERE = ["torch", "jax", "_compat/torch", "_compat/flax"]
 
 # The suite on every core, an idle worker taking queued tests from a busy one (pytest-xdist).
 EVERY_CORE = ["-n", "auto", "--dist", "worksteal"]
@@ -77,8 +81,16 @@ QUICK_WITHOUT_DOCS = ["-m", "not slow and not docs"]
 # (its examples, its command-line tests, its workers). The sessions let Python cache it.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# The reference's modules of these frameworks (safetensors_header._compat), each tested in an
+# environment of its own (nox -s frameworks): they pin numpy differently, and none is in the
+# others' sessions.
+FRAMEWORKS = ["tensorflow", "paddle", "mlx"]
+# The modules measured in the torch, jax and frameworks sessions, not in the main one.
+ELSEWHERE = ["torch", "jax", "_compat/torch", "_compat/flax", "_compat/_over_numpy"]
+ELSEWHERE += [f"_compat/{name}" for name in FRAMEWORKS]
+
 nox.needs_version = ">=2025.10.14"  # nox.options.download_python
-nox.options.sessions = ["tests", "oldest", "lint", "docs", "torch", "jax"]
+nox.options.sessions = ["tests", "oldest", "lint", "docs", "torch", "jax", "frameworks"]
 # uv makes a venv and installs the test extra in about 1 s where pip takes about 20 s.
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"  # use the interpreters on this machine, fetch none
@@ -130,7 +142,7 @@ def _lower_bounds() -> list[str]:
     for extra, requirements in extras.items():
         if extra in ("dev", "docs"):  # the tools, not the libraries the package works with
             continue
-        if extra in ("torch", "jax"):  # each tested in a session of its own (torch, jax)
+        if extra in FRAMEWORKS or extra in ("torch", "jax"):  # each in a session of its own
             continue
         for text in requirements:
             requirement = Requirement(text)
@@ -164,8 +176,9 @@ def tests(session: nox.Session) -> None:
             return
         # Branch coverage: the whole package at 95 % or more, the parser (the core's reading
         # of a header) at 100 %, and the command line (tested in subprocesses) at 90 %: that
-        # fails if they are no longer measured. (The modules of torch and JAX are measured in
-        # their own sessions.)
+        # fails if they are no longer measured. (The modules of torch, JAX and the other
+        # frameworks, and their namesakes of the reference's API, are measured in their own
+        # sessions.)
         parser = ",".join(
             f"safetensors_header/_core/{name}.py"
             for name in ("parse", "rules", "columns", "canonical", "compact", "json_reader")
@@ -258,10 +271,11 @@ def torch(session: nox.Session) -> None:
     _run_and_cover(
         session,
         "torch",
-        "torch",
         "tests/test_torch.py",
         "tests/test_compat_torch.py",
         "tests/test_compat_torch_transformers.py",
+        "tests/test_readme.py",
+        modules=["torch.py", "_compat/torch.py"],
     )
 
 
@@ -271,12 +285,37 @@ def jax(session: nox.Session) -> None:
     coverage; only the tests that import JAX (and the docs' JAX examples)."""
     session.install("-e", ".[test,jax]")
     _report_versions(session)
-    _run_and_cover(session, "jax", "flax", "tests/test_jax.py", "tests/test_compat_jax.py")
+    _run_and_cover(
+        session,
+        "jax",
+        "tests/test_jax.py",
+        "tests/test_compat_jax.py",
+        "tests/test_readme.py",
+        modules=["jax.py", "_compat/flax.py"],
+    )
 
 
-def _run_and_cover(session: nox.Session, module: str, compat: str, *tests: str) -> None:
-    """The module's tests and its docs page's examples, then its branch coverage, with its
-    namesake of the reference's API (`compat`): 95 % or more."""
+@nox.session(python="3.11")
+@nox.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
+def frameworks(session: nox.Session, framework: str) -> None:
+    """The reference's module of `framework` (safetensors_header._compat) against the
+    reference's own, with its coverage and that of what the three share; only its tests."""
+    session.install("-e", f".[test,{framework}]")
+    _report_versions(session)
+    _run_and_cover(
+        session,
+        framework,
+        "tests/test_compat_frameworks.py",
+        modules=[f"_compat/{framework}.py", "_compat/_over_numpy.py"],
+    )
+
+
+def _run_and_cover(
+    session: nox.Session, name: str, *tests: str, modules: list[str] | None = None
+) -> None:
+    """The tests of `tests` whose names say `name` (the module's tests and its docs page's
+    examples), then the branch coverage of `modules` (default: the module `name`): 95 % or
+    more."""
     _own_coverage_file(session)
     session.run(
         "python",
@@ -285,19 +324,19 @@ def _run_and_cover(session: nox.Session, module: str, compat: str, *tests: str) 
         "--cov",
         "--cov-report=",
         *tests,
-        "tests/test_readme.py",
         "-k",
-        module,
+        name,
         "-n",
-        "0",  # a process that imports torch or JAX once: half the CPU time of two workers
+        "0",  # a process that imports its framework once: half the CPU time of two workers
         *session.posargs,
     )
+    covered = [f"safetensors_header/{module}" for module in modules or [f"{name}.py"]]
     session.run(
         "python",
         "-m",
         "coverage",
         "report",
-        f"--include=safetensors_header/{module}.py,safetensors_header/_compat/{compat}.py",
+        f"--include={','.join(covered)}",
         "--fail-under=95",
         "--precision=1",
     )

@@ -34,6 +34,9 @@ EXTRAS: Final[dict[str, tuple[int, int]]] = {
     "blake3": (3, 10),
     "torch": (3, 10),
     "jax": (3, 11),  # JAX 0.10
+    "tensorflow": (3, 10),
+    "paddle": (3, 10),
+    "mlx": (3, 10),
 }
 
 

@@ -149,6 +149,16 @@ CASES = [
         "torch", "import safetensors_header.torch", "safetensors_header.torch", "torch", id="torch"
     ),
     pytest.param("jax", "import safetensors_header.jax", "safetensors_header.jax", "jax", id="jax"),
+    *(
+        pytest.param(
+            hidden,
+            f"import safetensors_header._compat.{extra}",
+            f"safetensors_header._compat.{extra}",
+            extra,
+            id=f"compat-{extra}",
+        )
+        for hidden, extra in (("tensorflow", "tensorflow"), ("paddle", "paddle"), ("mlx", "mlx"))
+    ),
 ]
 
 
