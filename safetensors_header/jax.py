@@ -56,8 +56,10 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from typing_extensions import Unpack
 
-    from . import Header, Source, TensorInfo, Transport
+    from ._core.header import Header, TensorInfo
     from ._ranks import RankOptions
+    from ._sources import Source
+    from ._sources.transport import Transport
     from .plan import ReadPlan
 
     #: Where an array goes: a `jax.sharding.Sharding` (or a device) for every tensor, or

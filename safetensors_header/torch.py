@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from . import Source, Transport
     from ._ranks import RankOptions
+    from ._sources import Source
+    from ._sources.transport import Transport
 
     Device: TypeAlias = str | int | torch.device
 
