@@ -640,3 +640,39 @@ def test_a_commands_parser_alone_reads_its_arguments_as_the_whole(argv: list[str
     assert vars(alone.parse_args(argv)) == vars(argument_parser().parse_args(argv))
     whole = argument_parser("--help").format_help()  # not a command: every one listed
     assert all(name in whole for name in ("inspect", "validate", "hash", "diff"))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "m.safetensors"],
+        ["inspect", "a.safetensors", "./dir", "hf://org/model", "-"],
+        ["inspect", "@file", "ORG/MODEL"],
+    ],
+)
+def test_the_quick_parse_of_inspect_is_the_parsers(argv: list[str]) -> None:
+    # `inspect SOURCE...` is parsed without argparse (a first command's start): to the very
+    # values argparse gives, every option's default included.
+    from safetensors_header._cli.arguments import argument_parser, parsed_quickly
+
+    quick = parsed_quickly(argv)
+    assert quick is not None
+    assert vars(quick) == vars(argument_parser("inspect").parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["inspect"],
+        ["inspect", "--json", "m.safetensors"],
+        ["inspect", "m.safetensors", "-q"],
+        ["inspect", "--", "m.safetensors"],
+        ["validate", "m.safetensors"],
+        ["--version"],
+    ],
+)
+def test_anything_else_is_the_parsers_to_parse(argv: list[str]) -> None:
+    from safetensors_header._cli.arguments import parsed_quickly
+
+    assert parsed_quickly(argv) is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from .arguments import argument_parser
+from .arguments import argument_parser, parsed_quickly
 from .output import PROG, STDIN, Output
 from .reading import hub_source
 
@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: ``sys.argv[1:]``); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argument_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    args = parsed_quickly(argv)
+    if args is None:
+        parser = argument_parser(argv[0] if argv else None)
+        args = parser.parse_args(argv)
     sources = [args.a, args.b] if args.command == "diff" else args.sources
     if sources.count(STDIN) > 1:
-        parser.error("- (standard input) can be read only once")
+        argument_parser(args.command).error("- (standard input) can be read only once")
     out, err = Output(sys.stdout), Output(sys.stderr)
     out.wide = getattr(args, "wide", False)
     if args.command == "diff":

@@ -5,19 +5,17 @@ Layer: adapters (the command line).
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 from .. import __version__
 from .inspect import SORT_KEYS
 from .output import PROG
 
-__all__ = ["argument_parser"]
+__all__ = ["argument_parser", "parsed_quickly"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import Final
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any, Final
 
 
 _SOURCE_HELP: Final = (
@@ -128,68 +126,19 @@ differ) and, with --values or --stats, hold the same values; 1 when they do not;
 either cannot be read or for a usage error."""
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """argparse's, given the terminal's width as shutil.get_terminal_size finds it, without
-    importing shutil (argparse makes a formatter for every argument it adds: 3 ms a start);
-    descriptions and epilogues rewrapped to that width, paragraph by paragraph, but for
-    indented lines (examples), which are kept as written."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        import textwrap
-
-        paragraphs = []
-        for paragraph in text.split("\n\n"):
-            lines = paragraph.splitlines()
-            if any(line[:1].isspace() for line in lines):
-                paragraphs.append("\n".join(indent + line for line in lines))
-            else:
-                paragraphs.append(
-                    textwrap.fill(
-                        " ".join(lines),
-                        max(width, 20),
-                        initial_indent=indent,
-                        subsequent_indent=indent,
-                        break_long_words=False,
-                        break_on_hyphens=False,
-                    )
-                )
-        return "\n\n".join(paragraphs)
-
-    def __init__(
-        self,
-        prog: str,
-        indent_increment: int = 2,
-        max_help_position: int = 24,
-        width: int | None = None,
-    ) -> None:
-        if width is None:
-            width = _terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-def _terminal_columns() -> int:
-    """shutil.get_terminal_size().columns: $COLUMNS, else standard output's, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
-
-
 def argument_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of the command line; with `command` (the first argument), only that
     command's arguments are built when it is one (a start pays for every parser made), all
     of them otherwise."""
+    import argparse
+
+    from .formatter import HelpFormatter
+
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Read the headers of safetensors files without loading them.",
         epilog=_EPILOG,
-        formatter_class=_Formatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # prog= given: argparse would otherwise build a help formatter now.
@@ -197,21 +146,60 @@ def argument_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name in [command] if command in _COMMANDS else _COMMANDS:
         summary, description, epilog, arguments = _COMMANDS[name]
         sub = commands.add_parser(
-            name, help=summary, description=description, epilog=epilog, formatter_class=_Formatter
+            name,
+            help=summary,
+            description=description,
+            epilog=epilog,
+            formatter_class=HelpFormatter,
         )
-        if name != "diff":
-            sub.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
-        sub.add_argument(
-            "-q",
-            "--quiet",
-            action="store_true",
-            help="no progress on stderr (shown only on a terminal, for work of over a second)",
-        )
+        _common_arguments(sub, name)
         arguments(sub)
     return parser
 
 
-def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
+def _common_arguments(command: argparse.ArgumentParser | _Defaults, name: str) -> None:
+    if name != "diff":
+        command.add_argument("sources", nargs="+", metavar="SOURCE", help=_SOURCE_HELP)
+    command.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (shown only on a terminal, for work of over a second)",
+    )
+
+
+def parsed_quickly(argv: Sequence[str]) -> argparse.Namespace | None:
+    """`argv` as the parser would parse it, without making the parser, where it is the
+    commonest command line: ``inspect`` and sources alone (no option: a word that starts
+    with ``-`` but ``-`` itself); None for any other, which the parser parses. A first
+    command's start then pays for no argparse (nor the gettext and locale it imports)."""
+    if len(argv) < 2 or argv[0] != "inspect":
+        return None
+    if any(word.startswith("-") and word != "-" for word in argv[1:]):
+        return None
+    from types import SimpleNamespace
+
+    defaults = _Defaults()
+    _common_arguments(defaults, "inspect")
+    _inspect_arguments(defaults)
+    values = {**defaults.values, "command": "inspect", "sources": list(argv[1:])}
+    return SimpleNamespace(**values)  # type: ignore[return-value]
+
+
+class _Defaults:
+    """What a command's arguments declare, recorded as their defaults (each option's
+    destination and default as argparse would give them), for `parsed_quickly`."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def add_argument(self, *flags: str, **options: Any) -> None:
+        dest = options.get("dest") or flags[-1].lstrip("-").replace("-", "_")
+        store_true = options.get("action") == "store_true"
+        self.values[dest] = options.get("default", False if store_true else None)
+
+
+def _inspect_arguments(inspect: argparse.ArgumentParser | _Defaults) -> None:
     inspect.add_argument("--json", action="store_true", help="one JSON object per SOURCE")
     inspect.add_argument(
         "--sort", choices=sorted(SORT_KEYS), default="offset", help="tensor order (offset)"
@@ -255,6 +243,8 @@ def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
 
 
 def _positive(text: str) -> int:
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -265,6 +255,8 @@ def _positive(text: str) -> int:
 
 
 def _at_least_zero(text: str) -> int:
+    import argparse
+
     try:
         value = int(text)
     except ValueError:

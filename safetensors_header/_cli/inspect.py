@@ -5,7 +5,6 @@ Layer: adapters (the command line).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable, Iterable, Mapping
 
@@ -30,6 +29,7 @@ __all__ = ["SORT_KEYS", "inspect_sources"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, Final
 
     from .._checkpoint import Checkpoint

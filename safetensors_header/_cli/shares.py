@@ -7,7 +7,6 @@ Layer: adapters (the command line).
 
 from __future__ import annotations
 
-import argparse
 import warnings
 
 from .._core.header import shown_shape
@@ -19,6 +18,8 @@ __all__ = ["shares_view"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    import argparse
+
     from .output import Output
 
 

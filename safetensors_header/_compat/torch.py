@@ -84,7 +84,7 @@ def _end_ptr(tensor: torch.Tensor) -> int:
     """The address just past `tensor`'s last element (its start for an empty tensor)."""
     if not tensor.numel():
         return int(tensor.data_ptr())
-    return int(tensor.view(-1)[-1].data_ptr()) + tensor.element_size()
+    return int(tensor.view(-1)[-1].data_ptr()) + int(tensor.element_size())
 
 
 def _find_shared_tensors(state_dict: Mapping[str, torch.Tensor]) -> list[set[str]]:
