@@ -44,12 +44,12 @@ except ModuleNotFoundError as error:
 
 from ._checkpoint import Checkpoint, is_checkpoint, read_checkpoint
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
-from ._core.geometry import chunk_grid
 from ._core.header import Header, TensorInfo
 from ._fetch import beside
 from ._sources import read_header
 from ._sources.hub import hub_url
 from ._sources.options import WORKERS
+from ._zarr_layout import ZARR_TYPES, chunk_grid
 from .zarr import (
     array_metadata,
     attributes_of_group,
@@ -283,7 +283,7 @@ class _Arrays:
         try:
             metadata = ArrayV3Metadata.from_dict(document)
         except ValueError as error:
-            if document["data_type"] == DTYPES[info.dtype].zarr:
+            if document["data_type"] == ZARR_TYPES[info.dtype]:
                 raise
             raise ValueError(
                 f"zarr-python has no data type {document['data_type']!r} (for the "

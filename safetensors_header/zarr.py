@@ -26,7 +26,7 @@ Choices, the same for both Zarr formats:
   ``zarr.json`` (the group's own key) written ``%7Aarr.json``; the empty name is ``%``.
   Distinct tensors always get distinct keys, and the name as written is in the array's
   attributes (``safetensors_name``).
-* **Dtypes** are ``Dtype.zarr`` (v3) and ``Dtype.zarr_v2`` of ``DTYPES``. Zarr (and numpy)
+* **Dtypes** are the real type where Zarr has one (``F32`` is ``float32``). Zarr (and numpy)
   have no bfloat16 or float8: ``BF16`` is stored as ``uint16`` and every ``F8_*`` as
   ``uint8``, the same bits, with the real dtype in the array's attributes
   (``safetensors_dtype``; every array has it). Reinterpret with ml_dtypes:
@@ -72,10 +72,11 @@ from itertools import product
 
 from ._checkpoint import Checkpoint
 from ._core.fileformat import DTYPE_BITS, DTYPES
-from ._core.geometry import check_chunk_shape, chunk_grid
 from ._extras import missing
+from ._zarr_layout import ZARR_TYPES, ZARR_V2_TYPES, check_chunk_shape, chunk_grid, chunk_ranges
 
-__all__ = ["array_metadata", "array_shape", "chunk_shape", "node_name", "read_tensors"]
+__all__ = ["array_metadata", "array_shape", "chunk_ranges", "chunk_shape", "node_name"]
+__all__ += ["read_tensors"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -367,7 +368,7 @@ def _array_metadata(
             "zarr_format": 2,
             "shape": list(shape),
             "chunks": chunks,
-            "dtype": dtype.zarr_v2,
+            "dtype": ZARR_V2_TYPES[dtype.name],
             "compressor": None,
             "filters": None,
             "fill_value": None,
@@ -377,9 +378,10 @@ def _array_metadata(
     # The bytes codec's "endian" is required for multi-byte types and meaningless (and
     # left out by zarr-python) for one-byte types, the "|" of a v2 type string.
     codec: dict[str, Any] = {"name": "bytes"}
-    if not dtype.zarr_v2.startswith("|"):
+    if not ZARR_V2_TYPES[dtype.name].startswith("|"):
         codec["configuration"] = {"endian": "little"}
-    data_type, fill_value = dtype.zarr, _zero_of(dtype.zarr)
+    data_type = ZARR_TYPES[dtype.name]
+    fill_value = _zero_of(data_type)
     if extension_dtypes and dtype.ml_dtypes is not None and not dtype.packed:
         # The registry's name is ml_dtypes' name; its fill value, the zero bit pattern
         # (float8_e8m0fnu has no zero value).

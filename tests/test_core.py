@@ -437,9 +437,12 @@ def test_the_dtype_table() -> None:
     assert list(DTYPES) == list(DTYPE_BITS)
     assert len(DTYPES) == 22
     bf16 = DTYPES["BF16"]
-    assert (bf16.bits, bf16.numpy, bf16.ml_dtypes, bf16.zarr, bf16.zarr_v2) == (
+    from safetensors_header._zarr_layout import ZARR_TYPES, ZARR_V2_TYPES
+
+    assert (bf16.bits, bf16.numpy, bf16.ml_dtypes, ZARR_TYPES["BF16"], ZARR_V2_TYPES["BF16"]) == (
         16, None, "bfloat16", "uint16", "<u2",
     )  # fmt: skip
+    assert list(ZARR_TYPES) == list(DTYPES) == list(ZARR_V2_TYPES)
     assert [name for name, dtype in DTYPES.items() if dtype.packed] == ["F4", "F6_E2M3", "F6_E3M2"]
     assert repr(DTYPES["F4"]) == "<Dtype F4: 4 bits>"
     assert pickle.loads(pickle.dumps(bf16)) is bf16

@@ -39,7 +39,7 @@ MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
-    ["_core", "_errors", "_totals", "_audit", "_encode", "_model", "_extras"],
+    ["_core", "_errors", "_totals", "_audit", "_encode", "_model", "_extras", "_zarr_layout"],
     ["_sources", "_replace"],
     [
         "_fetch",

@@ -48,33 +48,21 @@ class Dtype:
             no such type (BF16, F8, F4, F6).
         ml_dtypes: The ``ml_dtypes`` type that stands in for numpy's (``"bfloat16"``), or
             ``None``.
-        zarr: The Zarr v3 ``data_type`` the tensor's bytes are presented as: the real type
-            where Zarr has one, else an unsigned integer of the same width (BF16 as
-            ``"uint16"``, F8 as ``"uint8"``) and, for the packed sub-byte types, ``"uint8"``
-            bytes.
-        zarr_v2: The same as a Zarr v2 (numpy) type string; one-byte types as ``"|u1"``,
-            the only form zarr-python 3 accepts for them.
     """
 
-    __slots__ = ("bits", "ml_dtypes", "name", "numpy", "zarr", "zarr_v2")
+    __slots__ = ("bits", "ml_dtypes", "name", "numpy")
 
     name: str
     bits: int
     numpy: str | None
     ml_dtypes: str | None
-    zarr: str
-    zarr_v2: str
 
-    def __init__(
-        self, name: str, bits: int, numpy: str | None, ml_dtypes: str | None, zarr: str
-    ) -> None:
+    def __init__(self, name: str, bits: int, numpy: str | None, ml_dtypes: str | None) -> None:
         for attribute, value in (
             ("name", name),
             ("bits", bits),
             ("numpy", numpy),
             ("ml_dtypes", ml_dtypes),
-            ("zarr", zarr),
-            ("zarr_v2", _ZARR_V2[zarr]),
         ):
             object.__setattr__(self, attribute, value)
 
@@ -93,50 +81,34 @@ class Dtype:
         return (_dtype_named, (self.name,))
 
 
-_ZARR_V2: Final = {
-    "bool": "|b1",
-    "uint8": "|u1",
-    "int8": "|i1",
-    "int16": "<i2",
-    "uint16": "<u2",
-    "float16": "<f2",
-    "int32": "<i4",
-    "uint32": "<u4",
-    "float32": "<f4",
-    "complex64": "<c8",
-    "float64": "<f8",
-    "int64": "<i8",
-    "uint64": "<u8",
-}
-
 #: Every dtype the reference accepts, by name, in its enum order (``BOOL`` first, ``U64``
 #: last), which is also the order its writer sorts by (§2.1, §7.1).
 DTYPES: Final[Mapping[str, Dtype]] = MappingProxyType(
     {
         dtype.name: dtype
         for dtype in (
-            Dtype("BOOL", 8, "|b1", None, "bool"),
-            Dtype("F4", 4, None, None, "uint8"),
-            Dtype("F6_E2M3", 6, None, None, "uint8"),
-            Dtype("F6_E3M2", 6, None, None, "uint8"),
-            Dtype("U8", 8, "|u1", None, "uint8"),
-            Dtype("I8", 8, "|i1", None, "int8"),
-            Dtype("F8_E5M2", 8, None, "float8_e5m2", "uint8"),
-            Dtype("F8_E4M3", 8, None, "float8_e4m3fn", "uint8"),
-            Dtype("F8_E8M0", 8, None, "float8_e8m0fnu", "uint8"),
-            Dtype("F8_E4M3FNUZ", 8, None, "float8_e4m3fnuz", "uint8"),
-            Dtype("F8_E5M2FNUZ", 8, None, "float8_e5m2fnuz", "uint8"),
-            Dtype("I16", 16, "<i2", None, "int16"),
-            Dtype("U16", 16, "<u2", None, "uint16"),
-            Dtype("F16", 16, "<f2", None, "float16"),
-            Dtype("BF16", 16, None, "bfloat16", "uint16"),
-            Dtype("I32", 32, "<i4", None, "int32"),
-            Dtype("U32", 32, "<u4", None, "uint32"),
-            Dtype("F32", 32, "<f4", None, "float32"),
-            Dtype("C64", 64, "<c8", None, "complex64"),
-            Dtype("F64", 64, "<f8", None, "float64"),
-            Dtype("I64", 64, "<i8", None, "int64"),
-            Dtype("U64", 64, "<u8", None, "uint64"),
+            Dtype("BOOL", 8, "|b1", None),
+            Dtype("F4", 4, None, None),
+            Dtype("F6_E2M3", 6, None, None),
+            Dtype("F6_E3M2", 6, None, None),
+            Dtype("U8", 8, "|u1", None),
+            Dtype("I8", 8, "|i1", None),
+            Dtype("F8_E5M2", 8, None, "float8_e5m2"),
+            Dtype("F8_E4M3", 8, None, "float8_e4m3fn"),
+            Dtype("F8_E8M0", 8, None, "float8_e8m0fnu"),
+            Dtype("F8_E4M3FNUZ", 8, None, "float8_e4m3fnuz"),
+            Dtype("F8_E5M2FNUZ", 8, None, "float8_e5m2fnuz"),
+            Dtype("I16", 16, "<i2", None),
+            Dtype("U16", 16, "<u2", None),
+            Dtype("F16", 16, "<f2", None),
+            Dtype("BF16", 16, None, "bfloat16"),
+            Dtype("I32", 32, "<i4", None),
+            Dtype("U32", 32, "<u4", None),
+            Dtype("F32", 32, "<f4", None),
+            Dtype("C64", 64, "<c8", None),
+            Dtype("F64", 64, "<f8", None),
+            Dtype("I64", 64, "<i8", None),
+            Dtype("U64", 64, "<u8", None),
         )
     }
 )

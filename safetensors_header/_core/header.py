@@ -17,7 +17,7 @@ __all__ = ["Header", "TensorInfo", "TensorTable", "make_header", "set_identity",
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from collections.abc import Callable, KeysView, Sequence
+    from collections.abc import Callable, KeysView
     from typing import Any, Final
 
 _SHOWN_NAME: Final = 60  # characters of a name a repr shows
@@ -83,24 +83,6 @@ class TensorInfo:
         from .geometry import byte_ranges  # on first use: the import stays cheap
 
         return byte_ranges(self, key)
-
-    def chunks(
-        self, chunk_shape: Sequence[int] | None = None, /
-    ) -> Iterator[tuple[tuple[int, ...], int, int]]:
-        """``(grid index, absolute offset, length)`` of each chunk of a contiguous chunking.
-
-        `chunk_shape` (the whole tensor by default) must have the form
-        ``(1, ..., 1, c, d_k+1, ..., d_n)``, ``c`` dividing its axis ``d_k``: then every chunk
-        is one byte range, chunk ``j`` of the grid (in C order, which is also file order)
-        being ``start + j * length`` to ``start + (j + 1) * length``. Anything else raises
-        ValueError saying why; so does a chunk of a packed dtype (F4, F6_*) that is not whole
-        bytes. A scalar's one chunk has the index ``()``; a zero-size tensor has none (any
-        positive sizes of its rank are accepted). See ``safetensors_header.zarr.chunk_shape``
-        for the chunk shape that suits a size in bytes.
-        """
-        from .geometry import iter_chunks  # on first use: the import stays cheap
-
-        return iter_chunks(self, chunk_shape)
 
     def __repr__(self) -> str:
         return (
