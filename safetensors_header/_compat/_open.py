@@ -263,6 +263,8 @@ class safe_open:
         lazy = numpy.open_tensors(file)[name]
         if framework == "np":
             return SafeSlice(info, lazy)
+        if framework == "paddle" and self._mmap:
+            return TorchSlice(info, lazy, self._converter())
         return SafeSlice(info, lazy, self._converter())
 
     def __enter__(self) -> safe_open:
@@ -329,44 +331,49 @@ class SafeSlice:
 
 
 class TorchSlice(SafeSlice):
-    """A `SafeSlice` of ``framework="pt"`` with the default backend (``"mmap"``), indexed as
-    torch indexes a tensor, since the reference indexes a torch view of its map there: a
-    slice's bounds are clamped to the shape (the last rank of an uneven tensor-parallel
-    split reads ``[8:12]`` of 10 rows), ``None`` adds a dimension, bools, lists and tensors
-    index as in torch, and what torch refuses raises torch's error (IndexError for an index
-    out of range, ValueError for a negative step), before anything is read.
+    """A `SafeSlice` of ``framework="pt"`` or ``"paddle"`` with the default backend
+    (``"mmap"``), indexed as the framework indexes a tensor, since the reference indexes a
+    view of its map there: a slice's bounds are clamped to the shape (the last rank of an
+    uneven tensor-parallel split reads ``[8:12]`` of 10 rows), ``None`` adds a dimension,
+    bools, lists and tensors index as in the framework, and what it refuses raises its error
+    (torch's before anything is read: IndexError for an index out of range, ValueError for
+    a negative step).
 
-    Ints, slices, ``...`` and ``None`` read only the selection's bytes; another key (a
-    list, a tensor, a bool) reads the whole tensor, then indexes it.
+    Ints, slices of a positive step, ``...`` and ``None`` read only the selection's bytes;
+    another key (a list, a tensor, a bool) reads the whole tensor, then indexes it.
     """
 
     __slots__ = ()
 
     def __getitem__(self, key: object) -> Any:
-        import torch
+        if self._convert is None:  # torch: its refusals, in its words, before any read
+            import torch
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # said once below, where the key is applied
-            torch.empty(self._tensor.shape, device="meta")[key]  # type: ignore[index]  # its refusals
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # said once below, where the key is applied
+                torch.empty(self._tensor.shape, device="meta")[key]  # type: ignore[index]
         basic = _basic_key(key, tuple(self._tensor.shape))
         with reference_errors("reading a slice"):
-            if basic is None:
-                return self._tensor[...][key]
-            read, after = basic
-            selection = self._tensor[read]
-        return selection if after is None else selection[after]
+            selection = self._tensor[... if basic is None else basic[0]]
+        if self._convert is not None:
+            selection = self._convert(selection)
+        if basic is None:
+            return selection[key]
+        return selection if basic[1] is None else selection[basic[1]]
 
 
 def _basic_key(key: object, shape: tuple[int, ...]) -> tuple[tuple[object, ...], object] | None:
-    """A key of ints, slices (of a positive step), at most one ``...`` and ``None``, which
-    torch accepts for `shape`, as ``(what to read, what to index the read tensor with
-    after)``: the read has each slice clamped to its dimension as torch clamps it, and
-    neither ``...`` nor ``None`` (``after`` adds the ``None`` dimensions, or is None). None
-    for another key."""
+    """A key of ints (in range), slices (of a positive step), at most one ``...`` and
+    ``None``, as ``(what to read, what to index the read tensor with after)``: the read has
+    each slice clamped to its dimension as torch and numpy clamp it, and neither ``...`` nor
+    ``None`` (``after`` adds the ``None`` dimensions, or is None). None for another key, or
+    one the framework refuses (which indexing the whole tensor raises)."""
     items = list(key) if isinstance(key, tuple) else [key]
     if sum(item is Ellipsis for item in items) > 1 or not all(map(_is_basic, items)):
         return None
     indexing = [item for item in items if item is not None and item is not Ellipsis]
+    if len(indexing) > len(shape):
+        return None
     read: list[object] = []
     after: list[object] = []
     for item in items:
@@ -378,11 +385,15 @@ def _basic_key(key: object, shape: tuple[int, ...]) -> tuple[tuple[object, ...],
             after.append(None)
         elif isinstance(item, slice):
             start, stop, step = item.indices(shape[len(read)])
+            if step <= 0:
+                return None
             read.append(slice(start, max(start, stop), step))
             after.append(slice(None))
         else:
-            index = operator.index(item)  # type: ignore[arg-type]  # an Integral
-            read.append(index + shape[len(read)] if index < 0 else index)
+            index, size = operator.index(item), shape[len(read)]  # type: ignore[arg-type]
+            if not -size <= index < size:
+                return None
+            read.append(index + size if index < 0 else index)
     return tuple(read), (tuple(after) if None in after else None)
 
 
