@@ -105,3 +105,11 @@ def test_tensor_parallel_shards_of_an_uneven_dimension(path: Path) -> None:
 
 def test_the_reference_is_the_one_compared() -> None:
     assert safetensors.__name__ == "safetensors"
+
+
+def test_a_folder_is_refused_by_its_name(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError) as found:
+        safe_open(tmp_path, "pt")
+    assert found.value.filename == str(tmp_path)
+    with pytest.raises(OSError, match="No such device"):
+        reference.safe_open(str(tmp_path), "pt")  # the reference's, an OSError too
