@@ -113,3 +113,24 @@ def test_a_folder_is_refused_by_its_name(tmp_path: Path) -> None:
     assert found.value.filename == str(tmp_path)
     with pytest.raises(OSError, match="No such device"):
         reference.safe_open(str(tmp_path), "pt")  # the reference's, an OSError too
+
+
+def test_installing_twice_returns_the_same_alias() -> None:
+    """The docstring's word: a second call while installed returns the same alias, which
+    still puts back the reference it replaced."""
+    from test_compat import aliased
+
+    found = aliased(
+        """
+        import json, sys
+        alias.uninstall()
+        import safetensors
+        first = safetensors_header.install_as_safetensors(replace=True)
+        second = safetensors_header.install_as_safetensors()
+        same = second is first
+        second.uninstall()
+        import safetensors as back
+        print(json.dumps([same, back is safetensors, first.installed]))
+        """
+    )
+    assert found == [True, True, False]
