@@ -274,6 +274,7 @@ def torch(session: nox.Session) -> None:
         "tests/test_torch.py",
         "tests/test_compat_torch.py",
         "tests/test_compat_torch_transformers.py",
+        "tests/test_compat_review.py",
         "tests/test_readme.py",
         modules=["torch.py", "_compat/torch.py"],
     )

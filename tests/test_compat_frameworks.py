@@ -435,3 +435,38 @@ def test_the_shared_part_over_numpy_alone(tmp_path: Path) -> None:
         _load_numpy(b"\xff" * 16)
     assert isinstance(refused.value.__cause__, HeaderError)
     assert refused.value.__cause__.kind == "HeaderTooLarge"
+
+
+# The reference's safe_open(..., "paddle") (paddle 3.1.1 or newer, the default backend)
+# indexes a paddle view of its map: bounds clamped, None, lists, negative steps as paddle's.
+PADDLE_KEYS = [
+    pytest.param(slice(8, 12), id="stop-past-the-end"),
+    pytest.param(None, id="new-axis"),
+    pytest.param([0, 2], id="list"),
+    pytest.param(slice(-2, None), id="negative-start"),
+    pytest.param(slice(None, None, -1), id="negative-step"),
+    pytest.param(slice(None, None, 3), id="step"),
+    pytest.param((1, None, slice(None, 2)), id="int-new-axis-slice"),
+    pytest.param(10, id="index-out-of-range"),
+]
+
+
+@pytest.mark.parametrize("key", PADDLE_KEYS)
+def test_paddle_get_slice_indexes_as_paddle_as_the_reference(key: object, tmp_path: Path) -> None:
+    pytest.importorskip("paddle")
+    import safetensors
+
+    from safetensors_header._compat import safe_open
+
+    path = tmp_path / "m.safetensors"
+    reference_numpy.save_file({"b": np.arange(40, dtype=np.float32).reshape(10, 4)}, str(path))
+
+    def outcome(opened: Any) -> tuple[str, Any]:
+        try:
+            selection = opened.get_slice("b")[key]
+        except IndexError as error:
+            return "IndexError", str(error)
+        return "tensor", (list(selection.shape), selection.numpy().tolist())
+
+    with safetensors.safe_open(str(path), "paddle") as theirs, safe_open(path, "paddle") as ours:
+        assert outcome(ours) == outcome(theirs)

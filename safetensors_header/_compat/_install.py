@@ -60,7 +60,10 @@ class _AliasLoader(Loader):
 
 
 class _AliasFinder(MetaPathFinder):
-    """Finds ``safetensors`` and ``safetensors.*`` as this package's modules."""
+    """Finds ``safetensors`` and ``safetensors.*`` as this package's modules; ``alias`` is
+    the `Alias` that installed it (given back by `install_as_safetensors` while it is)."""
+
+    alias: Alias
 
     def find_spec(
         self,
@@ -156,7 +159,7 @@ def install_as_safetensors(*, replace: bool = False) -> Alias:
     """
     for finder in sys.meta_path:
         if isinstance(finder, _AliasFinder):
-            return Alias(finder, {})
+            return finder.alias
     already = [name for name in _imported() if _target(name) is not None]
     if already and not replace:
         raise RuntimeError(
@@ -167,5 +170,6 @@ def install_as_safetensors(*, replace: bool = False) -> Alias:
         )
     saved = {name: sys.modules.pop(name) for name in already}
     finder = _AliasFinder()
+    finder.alias = Alias(finder, saved)
     sys.meta_path.insert(0, finder)
-    return Alias(finder, saved)
+    return finder.alias

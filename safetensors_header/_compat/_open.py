@@ -12,15 +12,17 @@ pair, a binary file object), read lazily: a tensor's bytes when it is asked for.
 from __future__ import annotations
 
 import io
+import numbers
 import operator
 import os
+import warnings
 from importlib import import_module
 
 from .._errors import HeaderError
 from .._fetch import SafetensorsFile, open_file
 from ._errors import SafetensorError, as_reference_error, reference_errors
 
-__all__ = ["SafeSlice", "checked_device", "safe_open", "safe_open_handle"]
+__all__ = ["SafeSlice", "TorchSlice", "checked_device", "safe_open", "safe_open_handle"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -250,7 +252,8 @@ class safe_open:
         if framework == "pt":
             from .. import torch as adapter
 
-            return SafeSlice(info, adapter.open_tensors(file, device=self._device)[name])
+            tensor = adapter.open_tensors(file, device=self._device)[name]
+            return TorchSlice(info, tensor) if self._mmap else SafeSlice(info, tensor)
         if framework == "flax":
             from .. import jax
 
@@ -260,6 +263,8 @@ class safe_open:
         lazy = numpy.open_tensors(file)[name]
         if framework == "np":
             return SafeSlice(info, lazy)
+        if framework == "paddle" and self._mmap:
+            return TorchSlice(info, lazy, self._converter())
         return SafeSlice(info, lazy, self._converter())
 
     def __enter__(self) -> safe_open:
@@ -287,7 +292,9 @@ def safe_open_handle(
 
 
 class SafeSlice:
-    """One tensor of a `safe_open` file, not read yet (the reference's ``PySafeSlice``).
+    """One tensor of a `safe_open` file, not read yet (the reference's ``PySafeSlice``), of
+    numpy and the other frameworks, or of ``backend="pread"`` (torch's with the default
+    backend is a `TorchSlice`).
 
     Indexing reads only the selection's bytes. Keys as the reference takes them: ints
     (negative from the end), slices, a tuple of those, ``()``, and ``[]`` (an empty
@@ -321,6 +328,86 @@ class SafeSlice:
 
     def __repr__(self) -> str:
         return f"<SafeSlice {self._info.name!r} {self._info.dtype} {list(self._info.shape)}>"
+
+
+class TorchSlice(SafeSlice):
+    """A `SafeSlice` of ``framework="pt"`` or ``"paddle"`` with the default backend
+    (``"mmap"``), indexed as the framework indexes a tensor, since the reference indexes a
+    view of its map there: a slice's bounds are clamped to the shape (the last rank of an
+    uneven tensor-parallel split reads ``[8:12]`` of 10 rows), ``None`` adds a dimension,
+    bools, lists and tensors index as in the framework, and what it refuses raises its error
+    (torch's before anything is read: IndexError for an index out of range, ValueError for
+    a negative step).
+
+    Ints, slices of a positive step, ``...`` and ``None`` read only the selection's bytes;
+    another key (a list, a tensor, a bool) reads the whole tensor, then indexes it.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> Any:
+        if self._convert is None:  # torch: its refusals, in its words, before any read
+            import torch
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # said once below, where the key is applied
+                torch.empty(self._tensor.shape, device="meta")[key]  # type: ignore[index]
+        basic = _basic_key(key, tuple(self._tensor.shape))
+        with reference_errors("reading a slice"):
+            selection = self._tensor[... if basic is None else basic[0]]
+        if self._convert is not None:
+            selection = self._convert(selection)
+        if basic is None:
+            return selection[key]
+        return selection if basic[1] is None else selection[basic[1]]
+
+
+def _basic_key(key: object, shape: tuple[int, ...]) -> tuple[tuple[object, ...], object] | None:
+    """A key of ints (in range), slices (of a positive step), at most one ``...`` and
+    ``None``, as ``(what to read, what to index the read tensor with after)``: the read has
+    each slice clamped to its dimension as torch and numpy clamp it, and neither ``...`` nor
+    ``None`` (``after`` adds the ``None`` dimensions, or is None). None for another key, or
+    one the framework refuses (which indexing the whole tensor raises)."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    if sum(item is Ellipsis for item in items) > 1 or not all(map(_is_basic, items)):
+        return None
+    indexing = [item for item in items if item is not None and item is not Ellipsis]
+    if len(indexing) > len(shape):
+        return None
+    read: list[object] = []
+    after: list[object] = []
+    for item in items:
+        if item is Ellipsis:
+            count = len(shape) - len(indexing)
+            read.extend([slice(None)] * count)
+            after.extend([slice(None)] * count)
+        elif item is None:
+            after.append(None)
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(shape[len(read)])
+            if step <= 0:
+                return None
+            read.append(slice(start, max(start, stop), step))
+            after.append(slice(None))
+        else:
+            index, size = operator.index(item), shape[len(read)]  # type: ignore[arg-type]
+            if not -size <= index < size:
+                return None
+            read.append(index + size if index < 0 else index)
+    return tuple(read), (tuple(after) if None in after else None)
+
+
+def _is_basic(item: object) -> bool:
+    """Whether `item` is an int (not a bool), ``None``, ``...`` or a slice of int bounds and
+    positive step."""
+    if isinstance(item, slice):
+        bounds = (item.start, item.stop, item.step)
+        return all(bound is None or _is_int(bound) for bound in bounds)
+    return item is None or item is Ellipsis or _is_int(item)
+
+
+def _is_int(item: object) -> bool:
+    return isinstance(item, numbers.Integral) and not isinstance(item, bool)
 
 
 def reference_key(key: object, shape: tuple[int, ...]) -> object:
