@@ -444,3 +444,58 @@ def test_numpy_through_the_alias(tmp_path: Path) -> None:
     assert target.read_bytes() == reference_numpy.save(
         {"a": np.arange(6, dtype="f4").reshape(2, 3)}
     )
+
+
+BASIC_AND_OTHER_KEYS = [
+    slice(8, 12),  # the last rank of an uneven split: clamped to the 10 rows
+    slice(5, 30, 2),
+    slice(-3, None),
+    slice(7, 2),  # empty
+    (slice(None), slice(1, 3)),
+    (Ellipsis, 0),
+    (None, slice(2, 4)),
+    (slice(2, 4), None, Ellipsis),
+    -1,
+    (3, -2),
+    (),
+    [0, 2],  # not basic: the whole tensor read, then indexed
+    True,
+]
+
+
+@pytest.mark.parametrize("key", BASIC_AND_OTHER_KEYS, ids=repr)
+def test_a_framework_indexed_slice_reads_as_the_framework_indexes(
+    tmp_path: Path, key: object
+) -> None:
+    # The slice of torch and paddle (default backend) indexes as the framework indexes a
+    # tensor (numpy's rules, for these keys): bounds clamped, None a new axis, lists and bools
+    # on the whole tensor. Shown here with numpy as the framework.
+    from safetensors_header._compat._open import TorchSlice
+    from safetensors_header.numpy import open_tensors
+
+    whole = np.arange(60, dtype=np.int32).reshape(10, 6)
+    compat_numpy.save_file({"x": whole}, tmp_path / "m.safetensors")
+    lazy = open_tensors(tmp_path / "m.safetensors")["x"]
+    sliced = TorchSlice(lazy.info, lazy, np.asarray)
+    np.testing.assert_array_equal(sliced[key], whole[key])  # type: ignore[index]
+    assert sliced[key].shape == whole[key].shape  # type: ignore[index]
+
+
+@pytest.mark.parametrize("key", [10, (0, 6), (slice(None), slice(None), 0), slice(None, None, -1)])
+def test_a_framework_indexed_slice_refuses_what_the_framework_refuses(
+    tmp_path: Path, key: object
+) -> None:
+    from safetensors_header._compat._open import TorchSlice
+    from safetensors_header.numpy import open_tensors
+
+    whole = np.arange(60, dtype=np.int32).reshape(10, 6)
+    compat_numpy.save_file({"x": whole}, tmp_path / "m.safetensors")
+    lazy = open_tensors(tmp_path / "m.safetensors")["x"]
+    sliced = TorchSlice(lazy.info, lazy, np.asarray)
+    try:
+        expected = whole[key]  # type: ignore[index]
+    except IndexError:
+        with pytest.raises(IndexError):
+            sliced[key]
+    else:  # numpy takes a negative step, torch does not: read whole, then numpy's answer
+        np.testing.assert_array_equal(sliced[key], expected)

@@ -224,10 +224,10 @@ class PathFile(RangeFile):
         try:
             status = os.fstat(descriptor)
             mode = status.st_mode
-            if stat.S_ISDIR(mode):  # (opened, on POSIX: refused here, by its name)
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.shown)
             if not stat.S_ISREG(mode) and self.refuse is not None:
                 self.refuse(mode)
+            if stat.S_ISDIR(mode):  # (opened, on POSIX: refused here, by its name)
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.shown)
             if stat.S_ISBLK(mode):  # a block device: its size is where seeking ends
                 size: int | None = os.lseek(descriptor, 0, os.SEEK_END)
             elif stat.S_ISREG(mode):
