@@ -499,3 +499,21 @@ def test_a_framework_indexed_slice_refuses_what_the_framework_refuses(
             sliced[key]
     else:  # numpy takes a negative step, torch does not: read whole, then numpy's answer
         np.testing.assert_array_equal(sliced[key], expected)
+
+
+def test_safe_open_reads_a_url_and_the_hub_lazily(site: Any, loopback_hub: Any) -> None:
+    # Beyond the reference: safe_open of a URL or an hf:// path reads the header, then only
+    # the bytes asked for (here 2 rows of a 4 MiB tensor), over HTTP.
+    from safetensors_header._compat import safe_open
+
+    big = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
+    data = compat_numpy.save({"big": big, "small": np.ones(3, dtype=np.int8)})
+    site.files["m.safetensors"] = data
+    loopback_hub.linked["org/repo/resolve/main/model.safetensors"] = data
+    for source in (site.url("m.safetensors"), "hf://org/repo/model.safetensors"):
+        before = site.sent + loopback_hub.cdn.sent
+        with safe_open(source, framework="np") as f:
+            assert f.keys() == ["big", "small"]
+            np.testing.assert_array_equal(f.get_slice("big")[10:12], big[10:12])
+            np.testing.assert_array_equal(f.get_tensor("small"), np.ones(3, dtype=np.int8))
+        assert site.sent + loopback_hub.cdn.sent - before < len(data) // 8, source

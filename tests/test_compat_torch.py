@@ -228,3 +228,15 @@ def test_torch_through_the_alias(tmp_path: Path) -> None:
     loaded = reference.load_file(str(path))
     assert sorted(loaded) == ["a.bias", "a.weight"]
     assert safetensors.__name__ == "safetensors"  # this process kept the reference
+
+
+def test_safe_open_pt_reads_the_hub_lazily(loopback_hub: Any) -> None:
+    # safe_open("hf://...", "pt"): the header, then the rows a rank asks for, over HTTP.
+    big = torch.arange(1 << 20, dtype=torch.float32).reshape(1024, 1024)
+    data = compat.save({"big": big})
+    loopback_hub.linked["org/repo/resolve/main/model.safetensors"] = data
+    with safe_open("hf://org/repo/model.safetensors", framework="pt") as f:
+        rows = f.get_slice("big")[1020:1030]  # clamped, as torch clamps
+        assert torch.equal(rows, big[1020:1030])
+        assert rows.shape == (4, 1024)
+    assert loopback_hub.sent + loopback_hub.cdn.sent < len(data) // 8

@@ -14,7 +14,7 @@ __all__ = ["argument_parser", "parsed_quickly"]
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, Final
 
 
@@ -242,28 +242,25 @@ def _inspect_arguments(inspect: argparse.ArgumentParser | _Defaults) -> None:
     )
 
 
-def _positive(text: str) -> int:
-    import argparse
+def _at_least(smallest: int) -> Callable[[str], int]:
+    """An argument's type: a whole number, `smallest` or more (argparse's error otherwise)."""
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
-    return value
+    def whole_number(text: str) -> int:
+        import argparse
+
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < smallest:
+            raise argparse.ArgumentTypeError(f"expected {smallest} or more, not {value}")
+        return value
+
+    return whole_number
 
 
-def _at_least_zero(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, not {value}")
-    return value
+_positive: Final = _at_least(1)
+_at_least_zero: Final = _at_least(0)
 
 
 def _validate_arguments(validate: argparse.ArgumentParser) -> None:

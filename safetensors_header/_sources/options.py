@@ -45,18 +45,17 @@ REMOTE_GAP: Final = 1 << 20
 #: Ranges of a local file or a file object closer than this are one read: a page.
 LOCAL_GAP: Final = 4096
 #: The keywords of `Transport`: what every reading function takes as ``**transport``.
-TRANSPORT: Final = frozenset(
-    (
-        "headers",
-        "timeout",
-        "retries",
-        "first_read",
-        "storage_options",
-        "max_workers",
-        "part_size",
-        "keep_alive",
-    )
+_TRANSPORT_ORDER: Final = (
+    "headers",
+    "timeout",
+    "retries",
+    "first_read",
+    "storage_options",
+    "max_workers",
+    "part_size",
+    "keep_alive",
 )
+TRANSPORT: Final = frozenset(_TRANSPORT_ORDER)
 
 
 class Options:
@@ -66,17 +65,7 @@ class Options:
     `REMOTE_GAP` or `LOCAL_GAP`). ``timeout=float("inf")`` is kept as ``None``.
     """
 
-    __slots__ = (  # noqa: RUF023 - the order of Transport
-        "headers",
-        "timeout",
-        "retries",
-        "first_read",
-        "storage_options",
-        "max_workers",
-        "part_size",
-        "keep_alive",
-        "gap",
-    )
+    __slots__ = (*_TRANSPORT_ORDER, "gap")  # the order of Transport
 
     def __init__(
         self,
