@@ -52,6 +52,7 @@ REPORTED = [
     "jax",
     "jaxlib",
     "transformers",
+    "diffusers",
     "tensorflow",
     "tensorflow_cpu",
     "paddlepaddle",
@@ -262,10 +263,14 @@ def torch(session: nox.Session) -> None:
     links = os.environ.get("PIP_FIND_LINKS", "").split()
     if not links:
         session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
-    # transformers (no torch of its own) for the alias's test with real models: 18 s with
-    # pip, about 2 s with uv.
+    # transformers and diffusers (no torch of their own) for the alias's tests with real
+    # models: 26 s with pip, a few with uv.
     session.install(
-        *(f"--find-links={link}" for link in links), "-e", ".[test,torch]", "transformers"
+        *(f"--find-links={link}" for link in links),
+        "-e",
+        ".[test,torch]",
+        "transformers",
+        "diffusers",
     )
     _report_versions(session)
     _run_and_cover(

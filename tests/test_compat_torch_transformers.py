@@ -1,5 +1,6 @@
 """transformers saves and loads small BERT, GPT-2 (tied embeddings) and Llama models through
-the alias (issue 52), whole and sharded, with the reference's outputs and files.
+the alias (issue 52), whole and sharded, with the reference's outputs and files; diffusers, a
+small UNet and VAE, as well (where it is installed).
 
 Each side runs in a process of its own: one with ``install_as_safetensors()``, one with the
 ``safetensors`` package. The models are made from configs written here (no network), with
@@ -64,7 +65,45 @@ print(json.dumps(found))
 """
 
 
-def _run(side: str, folder: Path) -> dict[str, Any]:
+DIFFUSERS_SCRIPT = """
+import json, sys
+if sys.argv[1] == "alias":
+    import safetensors_header
+    safetensors_header.install_as_safetensors()
+import torch, diffusers
+import safetensors
+from diffusers import AutoencoderKL, UNet2DModel
+
+MODELS = {
+    "unet": (UNet2DModel, dict(sample_size=8, in_channels=3, out_channels=3,
+             layers_per_block=1, block_out_channels=(8, 16), norm_num_groups=4,
+             down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+             up_block_types=("AttnUpBlock2D", "UpBlock2D"))),
+    "vae": (AutoencoderKL, dict(in_channels=3, out_channels=3, latent_channels=4,
+            block_out_channels=(8, 16), norm_num_groups=4, layers_per_block=1,
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2)),
+}
+folder = sys.argv[2]
+found = {"safetensors": safetensors.__name__}
+torch.manual_seed(52)
+sample = torch.randn(1, 3, 8, 8)
+for name, (kind, config) in MODELS.items():
+    torch.manual_seed(52)
+    model = kind(**config).eval()
+    for shard in ("whole", "sharded"):
+        target = f"{folder}/{name}-{shard}"
+        size = "20KB" if shard == "sharded" else "5GB"
+        model.save_pretrained(target, safe_serialization=True, max_shard_size=size)
+        loaded = kind.from_pretrained(target, torch_dtype=torch.bfloat16).float().eval()
+        with torch.no_grad():
+            out = loaded(sample, 1).sample if name == "unet" else loaded(sample).sample
+        found[f"{name}-{shard}"] = out.flatten().tolist()
+print(json.dumps(found))
+"""
+
+
+def _run(side: str, folder: Path, script: str = SCRIPT) -> dict[str, Any]:
     environment = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -73,7 +112,7 @@ def _run(side: str, folder: Path) -> dict[str, Any]:
         "TRANSFORMERS_VERBOSITY": "error",
     }
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, side, str(folder)],
+        [sys.executable, "-c", script, side, str(folder)],
         capture_output=True,
         text=True,
         env=environment,
@@ -108,3 +147,19 @@ def test_transformers_saves_and_loads_through_the_alias_as_through_the_reference
     assert any("index" in name for name in files)  # sharded: an index and several files
     assert len([name for name in files if name.startswith("llama-sharded/")]) > 2
     assert files == _files(theirs)  # the same files, byte for byte
+
+
+@pytest.mark.slow
+def test_diffusers_saves_and_loads_through_the_alias_as_through_the_reference(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("diffusers")
+    ours, theirs = tmp_path / "alias", tmp_path / "reference"
+    found = _run("alias", ours, DIFFUSERS_SCRIPT)
+    expected = _run("reference", theirs, DIFFUSERS_SCRIPT)
+    assert found.pop("safetensors") == "safetensors_header._compat"
+    assert expected.pop("safetensors") == "safetensors"
+    assert found == expected
+    files = _files(ours)
+    assert len([name for name in files if name.startswith("unet-sharded/")]) > 2
+    assert files == _files(theirs)
