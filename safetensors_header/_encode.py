@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NUMPY_KINDS",
+    "TYPE_NAMES",
     "Row",
     "buffer_error",
     "checked_metadata",
@@ -144,6 +145,31 @@ def _spec(name: object, value: object, *, arity: int) -> Spec:
     return name, dtype, _checked_shape(name, value[1]), value[2] if arity == 3 else None
 
 
+#: Each safetensors dtype's type name in numpy, ml_dtypes and torch, where they have one (they
+#: agree): the reference's table (``safetensors.torch._TYPES``), with F8_E8M0, and F4 as
+#: torch's float4_e2m1fn_x2 (two values a byte). The F6 types have none.
+TYPE_NAMES: Final[Mapping[str, str]] = {
+    "BOOL": "bool",
+    "F4": "float4_e2m1fn_x2",
+    "U8": "uint8",
+    "I8": "int8",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "I16": "int16",
+    "U16": "uint16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I32": "int32",
+    "U32": "uint32",
+    "F32": "float32",
+    "C64": "complex64",
+    "F64": "float64",
+    "I64": "int64",
+    "U64": "uint64",
+}
 # fmt: off
 #: numpy's type letter and item size -> the safetensors dtype (numpy not imported: the
 # arrays are looked at through their dtype's attributes).

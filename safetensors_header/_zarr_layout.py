@@ -17,7 +17,8 @@ import math
 import operator
 from itertools import product
 
-from ._core.fileformat import DTYPE_BITS
+from ._core.fileformat import DTYPE_BITS, DTYPES
+from ._encode import TYPE_NAMES
 
 __all__ = ["ZARR_TYPES", "ZARR_V2_TYPES", "check_chunk_shape", "chunk_grid", "chunk_ranges"]
 
@@ -28,32 +29,12 @@ if TYPE_CHECKING:
 
     from ._core.geometry import Placed
 
-#: Each safetensors dtype's Zarr v3 ``data_type``: the real type where Zarr has one, else an
-#: unsigned integer of the same width (BF16 as ``"uint16"``, F8 as ``"uint8"``) and, for the
-#: packed sub-byte types, ``"uint8"`` bytes.
+#: Each safetensors dtype's Zarr v3 ``data_type``: the real type where Zarr has one (numpy's),
+#: else an unsigned integer of the same width (BF16 as ``"uint16"``, F8 as ``"uint8"``) and,
+#: for the packed sub-byte types, ``"uint8"`` bytes.
 ZARR_TYPES: Final = {
-    "BOOL": "bool",
-    "F4": "uint8",
-    "F6_E2M3": "uint8",
-    "F6_E3M2": "uint8",
-    "U8": "uint8",
-    "I8": "int8",
-    "F8_E5M2": "uint8",
-    "F8_E4M3": "uint8",
-    "F8_E8M0": "uint8",
-    "F8_E4M3FNUZ": "uint8",
-    "F8_E5M2FNUZ": "uint8",
-    "I16": "int16",
-    "U16": "uint16",
-    "F16": "float16",
-    "BF16": "uint16",
-    "I32": "int32",
-    "U32": "uint32",
-    "F32": "float32",
-    "C64": "complex64",
-    "F64": "float64",
-    "I64": "int64",
-    "U64": "uint64",
+    name: TYPE_NAMES[name] if dtype.numpy is not None else f"uint{max(dtype.bits, 8)}"
+    for name, dtype in DTYPES.items()
 }
 _V2: Final = {
     "bool": "|b1",

@@ -33,6 +33,7 @@ except ModuleNotFoundError as error:
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected
 from ._core.header import Header, TensorInfo
+from ._encode import TYPE_NAMES
 from ._fetch import SafetensorsFile, chosen_tensors, open_to_load, opened
 from ._loaders import LazyTensorBase, TensorsBase
 from ._plan import ReadPlan
@@ -57,34 +58,11 @@ if TYPE_CHECKING:
 
     Device: TypeAlias = str | int | torch.device
 
-# Each safetensors dtype's torch dtype: the reference's table (``safetensors.torch._TYPES``),
-# with F8_E8M0 and F4, which its Rust reader gives torch too. F4 is float4_e2m1fn_x2: two
-# values a byte, so its last dimension is half the header's. The F6 types have none.
-_NAMES = {
-    "BOOL": "bool",
-    "F4": "float4_e2m1fn_x2",
-    "U8": "uint8",
-    "I8": "int8",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "I16": "int16",
-    "U16": "uint16",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I32": "int32",
-    "U32": "uint32",
-    "F32": "float32",
-    "C64": "complex64",
-    "F64": "float64",
-    "I64": "int64",
-    "U64": "uint64",
-}
+# Each safetensors dtype's torch dtype, by its name (`TYPE_NAMES`); F4's last dimension is
+# half the header's.
 # Those this torch has (an older torch lacks the unsigned and float8 types).
 _TORCH: dict[str, torch.dtype] = {
-    name: getattr(torch, attr) for name, attr in _NAMES.items() if hasattr(torch, attr)
+    name: getattr(torch, attr) for name, attr in TYPE_NAMES.items() if hasattr(torch, attr)
 }
 _SAFETENSORS = {dtype: name for name, dtype in _TORCH.items()}
 
@@ -108,14 +86,14 @@ def torch_dtype(dtype: str, /) -> torch.dtype:
     info = DTYPES.get(dtype)
     if info is None:
         raise TypeError(f"unknown safetensors dtype {dtype!r}")
-    if dtype not in _NAMES:
+    if dtype not in TYPE_NAMES:
         raise TypeError(
             f"dtype {dtype} packs {info.bits}-bit values across byte boundaries, which no "
             "torch dtype can hold; read its bytes with safetensors_header.read_tensor (or "
             "pass names= to load the other tensors)"
         )
     raise TypeError(
-        f"dtype {dtype} needs torch.{_NAMES[dtype]}, which torch {torch.__version__} lacks"
+        f"dtype {dtype} needs torch.{TYPE_NAMES[dtype]}, which torch {torch.__version__} lacks"
     )
 
 
