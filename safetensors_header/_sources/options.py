@@ -58,6 +58,10 @@ _TRANSPORT_ORDER: Final = (
 TRANSPORT: Final = frozenset(_TRANSPORT_ORDER)
 
 
+# `Options.given`'s options of a call given no transport keyword, by its defaults (a few).
+_GIVEN: dict[tuple[tuple[str, Any], ...], Options] = {}
+
+
 class Options:
     """The transport options of one call (or of a file opened once), checked, with their
     defaults: the keywords of `_transport.Transport` (whose docstring says what each does),
@@ -105,13 +109,25 @@ class Options:
         """The options a public function was given as its ``**transport`` keywords (the
         names of `Transport`), over the function's own `defaults` (``timeout=None`` where it
         reads tensors, its ``gap``)."""
+        if not transport:  # the common call: its defaults' options, made once
+            key = tuple(defaults.items())
+            try:
+                return _GIVEN[key]
+            except KeyError:
+                made = _GIVEN[key] = cls(**defaults)
+                return made
+            except TypeError:  # (an unhashable default)
+                return cls(**defaults)
         for name in transport:
             if name not in TRANSPORT:
                 raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
         return cls(**{**defaults, **transport})
 
     def replace(self, **changes: Any) -> Options:
-        """A copy with some options changed (and checked)."""
+        """A copy with some options changed (and checked); itself when none changes (options
+        are never changed in place)."""
+        if all(getattr(self, name) is value for name, value in changes.items()):
+            return self
         values = {name: getattr(self, name) for name in self.__slots__}
         return Options(**{**values, **changes})
 
