@@ -20,7 +20,7 @@ from types import MappingProxyType
 from ._core.fileformat import MAX_HEADER_SIZE
 from ._core.header import Header, TensorInfo, TensorTable
 from ._core.records import frozen_record, set_fields
-from ._core.rules import json_document
+from ._documents import json_document
 from ._errors import HeaderError, RemoteError
 from ._fetch import SafetensorsFile
 from ._sources import is_checkpoint, open_source

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ._checkpoint import Checkpoint, read_checkpoint
 from ._core.header import Header
-from ._core.rules import json_document
+from ._documents import json_document
 from ._errors import RemoteError
 from ._fetch import SafetensorsFile, read_beside
 from ._model import ModelInfo, describe

@@ -39,7 +39,17 @@ MODULES = sorted(PATHS)
 
 NAMES = ["core", "sources", "services", "adapters"]  # from the bottom up
 MEMBERS = [
-    ["_core", "_errors", "_totals", "_audit", "_encode", "_model", "_extras", "_zarr_layout"],
+    [
+        "_core",
+        "_errors",
+        "_totals",
+        "_audit",
+        "_encode",
+        "_model",
+        "_extras",
+        "_zarr_layout",
+        "_documents",
+    ],
     ["_sources", "_replace"],
     [
         "_fetch",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from .._core.rules import json_document
+from .._documents import json_document
 from .._errors import HeaderError
 from .output import Output, Progress, shown_source, unshown
 from .reading import Failure, Read, failure_from, failure_of, read_source

@@ -1,12 +1,9 @@
 """What the readers share: the columns a header is read into, and shortcuts of the layout.
 
-Layer: core (sans-IO).
-
-Every reader of the JSON (`rules`' exact reader, and the fast readers of `READERS`) turns a
-header's text into `Columns`: one row per tensor, in the order of the data. The helpers
-here are the layout rules' common case (`chained`, `sizes_hold`, `element_counts`,
-`sort_by_offsets`), which the layout walk (`rules.validate_layout`) and the fast readers
-use to prove a layout without walking it; and the lexical pieces of the fast readers.
+Layer: core (sans-IO). Every reader of the JSON turns a header's text into `Columns` (a row a
+tensor, in the order of the data). The layout rules' common case (`chained`, `sizes_hold`,
+`element_counts`, `sort_by_offsets`) lets the walk (`rules.validate_layout`) and the fast
+readers prove a layout without walking it; and the fast readers' lexical pieces are here.
 """
 
 from __future__ import annotations

@@ -26,22 +26,12 @@ REFERENCE_KINDS: Final = (
     "MetadataIncompleteBuffer",
 )
 
-#: Every `HeaderError.kind`: the reference's, then this package's own, for situations the
-#: reference never sees:
-#:
-#: * ``PrefixTooShort``: `parse_header` was given fewer bytes than the header occupies, while
-#:   ``file_size`` says the file itself is long enough (fetch ``needed`` bytes);
-#: * ``InvalidIndex``: a sharded checkpoint's index is not JSON, has no ``weight_map`` of
-#:   shard names, or names a shard outside its directory;
-#: * ``IndexMismatch``: an index and its shards disagree (a tensor missing from its shard,
-#:   or in two shards; with ``strict=True`` also the findings of ``Checkpoint.problems``);
-#: * ``FileChanged``: a file changed between its header's read and a read of its data
-#:   (another file at its path or URL, another size, modification time, ETag...), or is not
-#:   the file a header given for it was read from: the two would be of different files;
-#: * ``TooLarge``: the data to read into memory is larger than the machine's memory and
-#:   swap (a file or a server that claims petabytes), refused before anything is allocated;
-#: * ``NoSplitRule``: a rank's share was asked with ``strict=True`` (`plan_rank`,
-#:   ``load_rank``) and tensors no rule of tensor parallelism decides were found (named).
+#: Every `HeaderError.kind`: the reference's, then the package's own, for what the reference
+#: never sees (docs/errors.md): ``PrefixTooShort`` (`parse_header` given fewer bytes than the
+#: header takes: fetch ``needed``), ``InvalidIndex`` and ``IndexMismatch`` (a checkpoint's
+#: index, and its shards), ``FileChanged`` (a file that changed, or is not the one a header
+#: given was read from), ``TooLarge`` (more data than memory and swap hold) and
+#: ``NoSplitRule`` (a rank's share asked with ``strict=True``, and tensors no rule decides).
 KINDS: Final = (
     *REFERENCE_KINDS,
     "PrefixTooShort",
@@ -72,9 +62,7 @@ class HeaderError(ValueError):
             like and what to do (a Git LFS pointer: ``git lfs pull``; an HTML page: a wrong
             URL or a login page; a PyTorch zip or pickle file; GGUF; an empty or truncated
             file). Also the end of the message. ``None`` otherwise.
-        message: The message without the hint.
-
-    The message says what was expected and what was found.
+        message: The message (what was expected, and what was found), without the hint.
     """
 
     kind: str

@@ -1,13 +1,9 @@
 """The format in one place: its layout constants, its dtypes, and where a header ends.
 
-Layer: core (sans-IO).
-
-Every other module takes the format's facts from here; docs/format.md states them in words,
-and the comments here cite its sections (§1.4 is docs/format.md §1.4).
-`bytes_needed` is the first step of reading any source, sans-IO in the way of h11's "need
-data": given the first bytes of a file it says how many bytes from offset 0 the header
-occupies, or that more bytes are needed to tell, or raises the verdict the length prefix
-alone decides. A source reads that many bytes and calls `parse_header` once.
+Layer: core (sans-IO). docs/format.md states these facts in words (§1.4 in a comment is its
+§1.4). `bytes_needed`, sans-IO as h11's "need data", is the first step of reading any
+source: from a file's first bytes, how many bytes from offset 0 the header occupies, or that
+more are needed to tell, or the verdict the length prefix alone decides.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Which bytes of the file hold a part of a tensor: the byte ranges of a slice.
 
-Layer: core (sans-IO). The data of a safetensors tensor is stored in C (row-major) order,
-little-endian, packed. From a tensor's place in the file (its name, dtype, shape and first
-byte: any object with those attributes, such as `TensorInfo`) and nothing else,
-`byte_ranges` says which runs of consecutive elements, each one byte range of the file, a
-selection by basic indexing (ints, slices, ``...``) is: what a tensor-parallel loader
-fetches to read its shard of a weight without the rest. (The chunk grids of Zarr arrays
-over a tensor's bytes are `safetensors_header._zarr_layout`'s.)
+Layer: core (sans-IO). A tensor's data is in C order, little-endian, packed. From its place
+in the file (name, dtype, shape, first byte: a `TensorInfo`, or any object with those),
+`byte_ranges` gives the runs of a selection by basic indexing (ints, slices, ``...``), each
+one byte range: what a tensor-parallel loader fetches of a weight. (Zarr's chunk grids are
+`safetensors_header._zarr_layout`'s.)
 """
 
 from __future__ import annotations

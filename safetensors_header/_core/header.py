@@ -120,16 +120,11 @@ _make_info: Callable[..., TensorInfo] = _Builder  # type: ignore[assignment]
 class TensorTable(Mapping[str, TensorInfo]):
     """The tensors of a header: a read-only mapping of name to `TensorInfo`, in offset order.
 
-    The parser hands over its columns, and each `TensorInfo` is made when it is asked for
-    (by ``table[name]``, or while iterating over ``values()`` or ``items()``), one at a time.
-    So a parse makes a few lists, not an object per tensor; reading one tensor's entry of a
-    large header costs no more than that entry; and a loop over the entries that keeps none
-    of them leaves nothing for the garbage collector. Entries are equal from one access to
-    the next, not necessarily the same object.
-
-    The index from names to rows is built on the ninth lookup by name: until then a lookup
-    scans the names, which costs a small fraction of building the index, so
-    that reading one tensor's entry of a large header pays for neither.
+    Each `TensorInfo` is made from the parser's columns when it is asked for (``table[name]``,
+    or iterating over ``values()`` or ``items()``): a parse makes a few lists, not an object a
+    tensor, and one entry of a large header costs no more than that entry. Entries are equal
+    from one access to the next, not necessarily the same object. The index from names to rows
+    is built on the ninth lookup by name; until then a lookup scans the names.
     """
 
     __slots__ = ("_begins", "_data_start", "_dtypes", "_ends", "_names", "_rows", "_shapes")

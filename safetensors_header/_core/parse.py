@@ -2,32 +2,18 @@
 
 Layer: core (sans-IO).
 
-Every rule is the reference's (the Rust core of the ``safetensors`` package, ``read_metadata``
-and ``Metadata::validate`` in ``safetensors/src/tensor.rs``), applied in its order, so that the
-verdict and the error kind on any input are the reference's; docs/format.md states them rule by
-rule, each naming the one function that applies it. (One exception: where two tensors share
-one offset, the reference's own kind varies from run to run with its hash-map order,
-docs/format.md §6; ours is always one it gives.)
-
-Where to start reading:
-
-* `rules` is the rule set: the exact reader of the JSON (serde_json's and serde's reading,
-  §3-§4) and the walk over the layout (§5). It decides every file and writes every message.
-* `READERS` is the table of the fast readers, tried in order before it: `compact` (the
-  reference's compact form, from 2 MiB), `canonical` (the form every writer produces, from
-  2,048 characters) and `json_reader` (json's C decoder, any size). Each is a module with
-  its proof in its docstring, and each keeps one contract: **a fast reader enforces no
-  rule: it returns exactly the columns that the exact reader and the walk would, or None
-  (it steps aside)**. None of them raises on bad input; the first that answers wins; when
-  none does, the rule set decides. Tests and the fuzzer check the contract through this
-  table.
-* `columns` is what they share: the rows they read a text into, and the layout's common
-  case (chained offsets, sizes that hold), with which a reader proves a layout without
-  walking it.
-
-Before a json-based reader runs, the nesting depth is measured without recursion (§3.11), so
-that json's recursive C scanner never meets more than 127 levels. No I/O happens here; the
-sources feed this package bytes (``bytes_needed`` says how many).
+Every rule is the reference's (``read_metadata`` and ``Metadata::validate`` in the Rust core
+of ``safetensors``), applied in its order: the same verdict and error kind on any input, but
+where two tensors share one offset and the reference's kind varies with its hash-map order
+(docs/format.md §6: ours is always one it gives). `rules` is the rule set: the exact reader
+of the JSON (§3-§4) and the walk over the layout (§5); it decides every file and writes
+every message. `READERS` is the table of fast readers tried before it: `compact` (the
+reference's compact form, from 2 MiB), `canonical` (the form writers produce, from 2,048
+characters) and `json_reader` (json's C decoder). **A fast reader enforces no rule**: it
+returns exactly the columns the exact reader and the walk would, or None; the first that
+answers wins, and tests and the fuzzer check the contract through this table. `columns` is
+what they share. Before a json-based reader runs, the nesting depth is measured without
+recursion (§3.11). No I/O happens here but `read_header`'s reads of a local path.
 """
 
 from __future__ import annotations

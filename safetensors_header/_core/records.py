@@ -3,15 +3,10 @@
 Layer: core.
 
 A record is a class with ``__slots__`` (its fields, in order, annotated) and an ``__init__``
-that stores them with `set_fields`; `frozen_record` turns it into what
-``@dataclass(frozen=True, slots=True)`` would have made, without importing `dataclasses`.
-
-Why by hand, once: `dataclasses` imports `inspect`, together about a tenth of the package's
-import time, which every command-line call and every worker process pays; and a parse makes
-its `Header` (and a table its `TensorInfo`) through the class-swapping builders of
-`_header`, which cost a third of a frozen ``__init__``. What users see is a dataclass all
-the same: `dataclasses.is_dataclass`, `fields`, `replace` and `asdict` work, because the
-dataclass metadata is made by `dataclasses` itself the first time anything asks for it.
+that stores them with `set_fields`; `frozen_record` makes it what
+``@dataclass(frozen=True, slots=True)`` would, without importing `dataclasses` (with
+`inspect`, a tenth of the package's import time). `dataclasses.fields`, `replace` and
+`asdict` work all the same: the metadata is made by `dataclasses` when first asked for.
 """
 
 from __future__ import annotations

@@ -2,18 +2,13 @@
 
 Layer: core (sans-IO).
 
-This is the reference's reading of a header, rule by rule, in its order: serde_json's and
-serde's reading of the text (docs/format.md §3 and §4: `exact_columns`), then
-``Metadata::validate``, the walk over the tensors sorted by their offsets (§5:
-`validate_layout`), then the file's size (§5.9: `build`). Every rule has one function here,
-which docs/format.md names, and every error message is written here. The fast readers of
-`READERS` (in this package's other modules) apply no rule: they prove that a text is one
-they can read the way this module would, and step aside otherwise.
-
-Before a json-based reader runs, the nesting depth is measured without recursion (§3.11:
-`reject_deep_nesting`), so that json's recursive C scanner never meets more than 127
-levels: a thread with a small stack cannot crash, and a caller deep in its own stack gets
-the verdict from a fresh thread (`in_fresh_thread`).
+The reference's reading of a header, rule by rule, in its order: serde_json's and serde's
+reading of the text (docs/format.md §3-§4: `exact_columns`), ``Metadata::validate``'s walk
+over the tensors sorted by offset (§5: `validate_layout`), then the file's size (§5.9:
+`build`). Every rule has one function here, which docs/format.md names, and every message is
+written here. The nesting depth is measured without recursion first (§3.11:
+`reject_deep_nesting`), so that json's recursive scanner never meets more than 127 levels;
+a caller deep in its own stack gets the verdict from a fresh thread (`in_fresh_thread`).
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from .fileformat import DTYPE_BITS, HEADER_LENGTH_SIZE, METADATA_KEY, TENSOR_FIE
 from .header import TensorTable, make_header, shown_shape
 
 __all__ = ["MAX_DEPTH", "JsonObject", "build", "decode_pairs", "exact_columns", "fail"]
-__all__ += ["in_fresh_thread", "json_document", "nested_deeper_than", "reject_deep_nesting"]
+__all__ += ["in_fresh_thread", "nested_deeper_than", "reject_deep_nesting"]
 __all__ += ["validate_layout"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
@@ -380,19 +375,6 @@ def nested_deeper_than(text: str, limit: int) -> bool:
     outside = _string().sub("", text) if '\\"' in text else "".join(text.split('"')[0::2])
     brackets = outside.encode().translate(None, _NOT_BRACKETS)
     return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit
-
-
-def json_document(raw: bytes | str) -> Any:
-    """A JSON document beside the weights (a config, an index, a quantization state): its
-    value, or ValueError (json's, UnicodeDecodeError, or one for a document that nests
-    deeper than `MAX_DEPTH` arrays and objects, refused before json reads it: its reader
-    recurses, and would raise RecursionError)."""
-
-    # (bytes in any of the encodings json.loads takes: UTF-8 with or without a BOM, UTF-16, 32)
-    text = raw.decode(json.detect_encoding(raw), "surrogatepass") if isinstance(raw, bytes) else raw
-    if nested_deeper_than(text, MAX_DEPTH):
-        raise ValueError(f"it nests deeper than {MAX_DEPTH} arrays and objects")
-    return json.loads(text)
 
 
 def in_fresh_thread(function: Callable[[str], _T], argument: str) -> _T:

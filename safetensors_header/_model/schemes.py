@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 
 from .._core.fileformat import DTYPE_BITS, DTYPES
-from .._core.rules import json_document
+from .._documents import json_document
 from .records import Quantization
 
 __all__ = ["positive", "quantization_config", "quantizations", "tensor_counts"]
