@@ -370,7 +370,7 @@ class Tensors(TensorsBase["LazyTensor"]):
         self._timeout = timeout
 
     def _lazy(self, info: TensorInfo) -> LazyTensor:
-        return LazyTensor(info, self.file, self._device, gap=self._gap, timeout=self._timeout)
+        return LazyTensor(info, self)
 
 
 class LazyTensor(LazyTensorBase):
@@ -380,22 +380,11 @@ class LazyTensor(LazyTensorBase):
         info: Its `TensorInfo` (name, dtype name, shape as in the header, byte range).
     """
 
-    __slots__ = ("_device", "_file", "_gap", "_timeout")
+    __slots__ = ("_tensors",)
 
-    def __init__(
-        self,
-        info: TensorInfo,
-        file: SafetensorsFile,
-        device: torch.device,
-        *,
-        gap: int | None = None,
-        timeout: float | None = None,
-    ) -> None:
+    def __init__(self, info: TensorInfo, tensors: Tensors) -> None:
         super().__init__(info)
-        self._file = file
-        self._device = device
-        self._gap = gap
-        self._timeout = timeout
+        self._tensors = tensors  # the file, and how its tensors are read
 
     @property
     def shape(self) -> torch.Size:
@@ -423,10 +412,11 @@ class LazyTensor(LazyTensorBase):
             for _, length in ranges:
                 views.append(memory[at : at + length])
                 at += length
-            self._file.read_ranges(ranges, gap=self._gap, into=views, timeout=self._timeout)
+            tensors = self._tensors
+            tensors.file.read_ranges(ranges, gap=tensors._gap, into=views, timeout=tensors._timeout)
             if sys.byteorder == "big":
                 tensor.view(-1).copy_(_swapped(tensor.view(-1)))
-        return _moved({"": tensor}, self._device)[""]
+        return _moved({"": tensor}, self._tensors._device)[""]
 
 
 def load_plan(
