@@ -244,10 +244,12 @@ class RangeFile:
 
             differs = zlib.crc32(memoryview(data)[: header.data_start]) != identity.header_digest
         elif not differs:
+            # Judged by this file's size, or (a stream's, not known) the header's own.
+            size = header.file_size if self.size is None else self.size
             try:
                 again = parse_header(
                     bytes(memoryview(data)[: header.data_start]),
-                    file_size=None if header.file_size is None else self.size,
+                    file_size=None if header.file_size is None else size,
                 )
             except HeaderError:
                 differs = True
