@@ -271,6 +271,7 @@ class RangeFile:
         with _RECHECK:
             header = self.recheck
             if header is not None:
+                self._prepare()  # (a path learns first whether it is a stream: a FIFO's)
                 self._check_header_bytes(header, self._read_again(header.data_start, clock))
                 self.recheck = None
 
