@@ -55,7 +55,7 @@ Choices, the same for both Zarr formats:
   ``(1, ..., 1, c, d_k+1, ..., d_n)`` with ``c`` dividing ``d_k``, in the tensor's own shape
   (for ``F4``/``F6_*`` too, whose chunks must then hold whole bytes): chunk ``j`` of the grid
   is then bytes ``start + j * size`` of the file, so chunking costs nothing, and reading one
-  row of a large tensor reads that row's chunk only. See `TensorInfo.chunks`.
+  row of a large tensor reads that row's chunk only. See `chunk_ranges`.
 * **Checkpoints** (what `read_checkpoint` returns) are one group of all the shards' tensors,
   each array's chunks in its own shard's file and its shard named in the array's
   ``safetensors_file`` attribute. The group's attributes are the ``__metadata__`` entries that
@@ -221,7 +221,7 @@ def to_zarr(
         ``<key>/c/0/0...`` in v3 (``<key>/c`` for a scalar) and ``<key>/0.0...`` in v2
         (``<key>/0`` for a scalar), none for a zero-size tensor; chunk ``j`` of an array (in
         C order of its grid) is bytes ``t.start + j * size`` to ``t.start + (j + 1) * size``
-        of its file (`TensorInfo.chunks` lists them). Serve the documents and those byte
+        of its file (`chunk_ranges` lists them). Serve the documents and those byte
         ranges from any store and zarr-python 3 reads the tensors; or use `to_kerchunk`,
         which adds the chunk references.
 

@@ -423,3 +423,43 @@ def test_a_manifest_of_hash_json_from_before_is_read(tmp_path: Path) -> None:
     (tmp_path / "old.json").write_text(json.dumps(old))
     ok = _run("validate", "--hashes", str(tmp_path / "old.json"), str(tmp_path))
     assert (ok.returncode, ok.stdout) == (0, f"{tmp_path}: ok (6 tensors)\n"), ok.stderr
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("mmap", [False, True])
+def test_a_fifo_is_refused_as_a_stream_mapped_or_not_never_opened_again(
+    tmp_path: Path, mmap: bool
+) -> None:
+    # The FIFO's header is read from the one descriptor opened (kept for its data); hashing
+    # reads ranges, which a stream has not: the same ValueError with mmap=True, never a
+    # second open of the FIFO (which would wait for a writer that is gone: the child's
+    # timeout) nor a second reader of the pipe, its bytes taken from the first.
+    from helpers import run_child
+
+    fifo = tmp_path / "pipe.safetensors"
+    result = run_child(
+        f"""
+        import os, threading
+        from safetensors_header import open_file
+        from safetensors_header.integrity import hash_tensors
+
+        os.mkfifo({str(fifo)!r})
+
+        def write():
+            with open({str(fifo)!r}, "wb") as pipe:
+                pipe.write({FILE!r})
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        file = open_file({str(fifo)!r})
+        writer.join(10)
+        try:
+            hash_tensors(file, mmap={mmap})
+        except ValueError as error:
+            print(error)
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "needs a file it can seek in" in result.stdout
+    assert "is a stream" in result.stdout

@@ -199,6 +199,73 @@ def test_the_architecture_page_lists_every_top_module_in_its_layer() -> None:
     assert {module: NAMES[LAYERS[module]] for module in rows} == rows
 
 
+# Names the refactors removed (Zarr's facts left the core; the map of a path became the
+# file's own `map_whole`; the parser's package became `_core.parse`): no page or docstring
+# may still send a reader to them.
+GONE = [r"TensorInfo\.chunks", r"Dtype\.zarr", r"iter_chunks", r"map_file", r"\b_parser[./]"]
+GONE += [r"(?<!def )\blocal_path\("]
+
+
+def test_no_page_or_docstring_names_what_was_removed() -> None:
+    root = PACKAGE.parent
+    pages = [*sorted((root / "docs").glob("*.md")), root / "README.md", root / "CHANGELOG.md"]
+    found = [
+        f"{path.relative_to(root)}:{number}: {gone}"
+        for path in [*pages, *sorted(PACKAGE.rglob("*.py"))]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for gone in GONE
+        if re.search(gone, line)
+    ]
+    assert not found, found
+
+
+def test_the_embedding_page_lists_only_what_the_records_have() -> None:
+    # The core's records as embedding.md lists them: each name one of the record's.
+    from safetensors_header import Header, TensorInfo
+
+    page = (PACKAGE.parent / "docs" / "embedding.md").read_text(encoding="utf-8")
+    for record in (Header, TensorInfo):
+        listed = re.search(rf"`{record.__name__}` \(([^()]*(?:\([^()]*\)[^()]*)*)\)", page)
+        assert listed is not None, record
+        names = re.findall(r"`(\w+)(?:\([^)]*\))?`", listed.group(1))
+        assert names, record
+        assert [name for name in names if not hasattr(record, name)] == [], record
+
+
+def test_the_architecture_page_names_the_modules_importing_the_package_loads() -> None:
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    said = re.search(r"the source layer's entry \(([^)]*)\)", re.sub(r"\s+", " ", page))
+    assert said is not None
+    named = set(re.findall(r"`(_sources[\w.]*)`", said.group(1)))
+    code = (
+        "import sys, safetensors_header\n"
+        "print(' '.join(sorted(m[len('safetensors_header.'):] for m in sys.modules\n"
+        "    if m.startswith('safetensors_header._sources'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert named == set(done.stdout.split())
+
+
+def test_the_architecture_page_names_every_public_member_of_a_range_file() -> None:
+    from safetensors_header._sources.base import RangeFile
+
+    page = re.sub(r"\s+", " ", (PACKAGE.parent / "docs" / "architecture.md").read_text("utf-8"))
+    said = re.search(r"A `RangeFile` has (\w+) public members, (.*?) What only backends use", page)
+    assert said is not None
+    named = set(re.findall(r"`(\w+)(?:\([^)]*\))?`", said.group(2)))
+    public = {name for name in dir(RangeFile) if not name.startswith("_")}
+    assert named == public
+    assert said.group(1) == {12: "twelve"}.get(len(public), str(len(public)))
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_each_module_says_its_layer(module: str) -> None:
     tree = ast.parse(PATHS[module].read_text(encoding="utf-8"))

@@ -369,3 +369,48 @@ def test_a_fifo_path_is_read_in_order_never_mapped(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[1.0, 2.0]"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_path_with_the_header_of_a_copy_is_held_to_its_header_bytes(
+    tmp_path: Path,
+) -> None:
+    # A header read from a regular file, given for a FIFO of the same bytes: the FIFO's
+    # header bytes are compared with it (a stream has no size: the header's own is the one
+    # it was parsed with), and its data read in order; a FIFO of another header is refused.
+    from helpers import run_child
+
+    copy, fifo = tmp_path / "copy.safetensors", tmp_path / "pipe.safetensors"
+    data = build({"w": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
+    other = build({"v": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
+    copy.write_bytes(data)
+    result = run_child(
+        f"""
+        import os, threading
+        from safetensors_header import read_header
+        from safetensors_header.numpy import load
+
+        header = read_header({str(copy)!r})
+        for content in ({data!r}, {other!r}):
+            os.mkfifo({str(fifo)!r})
+
+            def write():
+                try:
+                    with open({str(fifo)!r}, "wb") as pipe:
+                        pipe.write(content)
+                except BrokenPipeError:
+                    pass
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            try:
+                print(load({str(fifo)!r}, header=header)["w"].tolist())
+            except ValueError as error:
+                print(type(error).__name__, getattr(error, "kind", None))
+            writer.join(10)
+            os.unlink({str(fifo)!r})
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[1.0, 2.0]", "HeaderError FileChanged"]

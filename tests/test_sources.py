@@ -367,6 +367,34 @@ def test_a_fifo_path_is_read_as_a_stream(tmp_path: Path) -> None:
     assert header.tensors == read_header(data).tensors
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_opened_with_a_header_given_is_read_in_order(tmp_path: Path) -> None:
+    # open_file(fifo, header=h): nothing is read until the data is; the header's bytes are
+    # then compared, from the one descriptor the data is read from (never a pread of a pipe).
+    from safetensors_header import open_file
+
+    data = build({"a": tensor("U8", [3], 0, 3)}, b"xyz")
+    copy, fifo = tmp_path / "copy.safetensors", tmp_path / "pipe.safetensors"
+    copy.write_bytes(data)
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        try:
+            with open(fifo, "wb") as end:
+                end.write(data)
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        file = open_file(fifo, header=read_header(copy))
+        assert bytes(file.read_tensors(list(file.header.tensors.values()))["a"]) == b"xyz"
+    finally:
+        writer.join(timeout=10)
+    assert not writer.is_alive()
+
+
 _QUICK_WRITER = """
 import os, sys, threading, time
 from safetensors_header import open_file, read_header

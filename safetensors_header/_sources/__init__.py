@@ -4,7 +4,7 @@ Layer: sources (above the sans-IO core, below the services). Every public reader
 command line and every adapter reach a file through this package:
 
 * `BACKENDS` is the one table of the kinds of source, in the order they are tried: each a
-  ``(name, matches, open)`` entry, as ``_parser.READERS`` is for the parser. `open_source`
+  ``(name, matches, open)`` entry, as ``_core.parse.READERS`` is for the parser. `open_source`
   opens a source as the `RangeFile` of the first entry that matches it; a backend's module
   (``local``, ``streams``, ``http_file``, ``hub_files``, ``filesystems``, ``stores``) is imported
   when a source of its kind is first opened;

@@ -244,10 +244,12 @@ class RangeFile:
 
             differs = zlib.crc32(memoryview(data)[: header.data_start]) != identity.header_digest
         elif not differs:
+            # Judged by this file's size, or (a stream's, not known) the header's own.
+            size = header.file_size if self.size is None else self.size
             try:
                 again = parse_header(
                     bytes(memoryview(data)[: header.data_start]),
-                    file_size=None if header.file_size is None else self.size,
+                    file_size=None if header.file_size is None else size,
                 )
             except HeaderError:
                 differs = True
@@ -269,6 +271,7 @@ class RangeFile:
         with _RECHECK:
             header = self.recheck
             if header is not None:
+                self._prepare()  # (a path learns first whether it is a stream: a FIFO's)
                 self._check_header_bytes(header, self._read_again(header.data_start, clock))
                 self.recheck = None
 

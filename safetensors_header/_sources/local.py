@@ -269,6 +269,8 @@ class PathFile(RangeFile):
 
         from .options import Clock
 
+        if self.identified and not self.seekable:
+            return None  # a pipe kept open: read as a stream (opened again, it would wait)
         given = header
         if given is not None:
             self._expect(given)
