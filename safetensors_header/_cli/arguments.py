@@ -194,7 +194,9 @@ class _Defaults:
         self.values: dict[str, Any] = {}
 
     def add_argument(self, *flags: str, **options: Any) -> None:
-        dest = options.get("dest") or flags[-1].lstrip("-").replace("-", "_")
+        # argparse's: a positional's name; an option's first long flag (else its first).
+        named = [flag for flag in flags if flag.startswith("--")] or list(flags)
+        dest = options.get("dest") or named[0].lstrip("-").replace("-", "_")
         store_true = options.get("action") == "store_true"
         self.values[dest] = options.get("default", False if store_true else None)
 
