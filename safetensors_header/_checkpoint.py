@@ -220,14 +220,38 @@ def read_checkpoint(
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
             for HTTP, network and object-store failures.
     """
-    options = Options.given("read_checkpoint", transport)
+    found, _single_file = _read(
+        "read_checkpoint",
+        source,
+        (strict, max_header_size, max_index_size, follow_links, progress),
+        transport,
+    )
+    return found
+
+
+def _read(
+    function: str,
+    source: object,
+    how: tuple[bool, int, int, bool, Callable[[int, int], object] | None],
+    transport: Mapping[str, Any],
+) -> tuple[Checkpoint, bool]:
+    """`read_checkpoint` for `function` (its keywords' errors name it), with `how` its
+    arguments (``strict``, the two sizes, ``follow_links``, ``progress``); and whether the
+    source was one file rather than a checkpoint's index."""
+    strict, max_header_size, max_index_size, follow_links, progress = how
+    options = Options.given(function, transport)
     clock = options.clock()  # one deadline for the index and every shard
     source_file = open_source(source, options.replace(timeout=None))
-    candidates = source_file.candidates(follow_links=follow_links)
+    try:
+        candidates = source_file.candidates(follow_links=follow_links)
+    except TypeError:  # a source without a name (bytes, a file object): no checkpoint
+        if function == "read_checkpoint":
+            raise
+        candidates = [source_file]  # (one file, for the readers of several)
     for number, file in enumerate(candidates):  # the first that exists
         try:
             if not file.name.endswith(".json"):
-                return _single(file, header_of(file, max_header_size, clock))
+                return _single(file, header_of(file, max_header_size, clock)), True
             raw = file.document(max_index_size, clock)
             break
         except RemoteError as error:
@@ -259,7 +283,8 @@ def read_checkpoint(
         name: SafetensorsFile(header, shard)
         for (name, header), shard in zip(files.items(), shard_files, strict=True)
     }
-    return _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
+    checkpoint = _frozen_checkpoint(files, weight_map, metadata, tensors, tuple(problems), shards)
+    return checkpoint, False
 
 
 def files_of(
@@ -276,11 +301,11 @@ def files_of(
         return list(source.shards.items())
     if isinstance(source, SafetensorsFile):
         return [(None, source)]
-    if is_checkpoint(source):
-        return list(read_checkpoint(source, **transport).shards.items())
-    from ._fetch import open_file
-
-    return [(None, open_file(source, **transport))]
+    how = (False, MAX_HEADER_SIZE, _MAX_INDEX_SIZE, False, None)
+    checkpoint, single = _read("files_of", source, how, transport)
+    if single:
+        return [(None, next(iter(checkpoint.shards.values())))]
+    return list(checkpoint.shards.items())
 
 
 def _counted(
