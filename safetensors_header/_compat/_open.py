@@ -351,7 +351,8 @@ class TorchSlice(SafeSlice):
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # said once below, where the key is applied
-                torch.empty(self._tensor.shape, device="meta")[key]  # type: ignore[index]
+                meta: Any = torch.empty(self._tensor.shape, device="meta")  # shape, no data
+                meta[key]
         basic = _basic_key(key, tuple(self._tensor.shape))
         with reference_errors("reading a slice"):
             selection = self._tensor[... if basic is None else basic[0]]
