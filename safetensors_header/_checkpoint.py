@@ -247,7 +247,8 @@ def _read(
     except TypeError:  # a source without a name (bytes, a file object): no checkpoint
         if function == "read_checkpoint":
             raise
-        candidates = [source_file]  # (one file, for the readers of several)
+        # One file, for the readers of several files (`files_of`).
+        return _single(source_file, header_of(source_file, max_header_size, clock)), True
     for number, file in enumerate(candidates):  # the first that exists
         try:
             if not file.name.endswith(".json"):
@@ -293,9 +294,9 @@ def files_of(
     """The files of what a reader of several files was given, each opened, by name.
 
     A `Checkpoint`: its shards, by their names. A `SafetensorsFile`: itself (named
-    ``None``). A checkpoint's directory or index (a path, or a URL or object path ending
-    in ``.json``): read with `read_checkpoint`, its shards. Anything else: opened with
-    `open_file`, named ``None``.
+    ``None``). Anything else is opened once, as `read_checkpoint` opens it: a checkpoint's
+    directory, index or Hub repository gives its shards, by their names; one file (bytes and
+    file objects too) is itself, named ``None``.
     """
     if isinstance(source, Checkpoint):
         return list(source.shards.items())
