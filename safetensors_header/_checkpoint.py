@@ -220,7 +220,7 @@ def read_checkpoint(
         OSError: A file is missing (the message names it) or cannot be read; `RemoteError`
             for HTTP, network and object-store failures.
     """
-    found, _single_file = _read(
+    found, _single_file = _opened_checkpoint(
         "read_checkpoint",
         source,
         (strict, max_header_size, max_index_size, follow_links, progress),
@@ -229,7 +229,7 @@ def read_checkpoint(
     return found
 
 
-def _read(
+def _opened_checkpoint(
     function: str,
     source: object,
     how: tuple[bool, int, int, bool, Callable[[int, int], object] | None],
@@ -303,7 +303,7 @@ def files_of(
     if isinstance(source, SafetensorsFile):
         return [(None, source)]
     how = (False, MAX_HEADER_SIZE, _MAX_INDEX_SIZE, False, None)
-    checkpoint, single = _read("files_of", source, how, transport)
+    checkpoint, single = _opened_checkpoint("files_of", source, how, transport)
     if single:
         return [(None, next(iter(checkpoint.shards.values())))]
     return list(checkpoint.shards.items())

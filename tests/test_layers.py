@@ -320,3 +320,23 @@ def test_the_source_package_is_a_protocol_and_backends_beside_each_other() -> No
     for module, allowed in BACKENDS.items():
         others = GRAPH[module] & set(BACKENDS)
         assert others <= allowed, (module, others - allowed)
+
+
+def test_no_private_name_is_defined_in_two_modules() -> None:
+    # A private name (`_name`) is its module's own: one defined at the top of two modules is
+    # one thing written twice, or two things that a reader takes for one.
+    where: dict[str, list[str]] = {}
+    for module in MODULES:
+        for node in ast.parse(PATHS[module].read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                continue
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    where.setdefault(name, []).append(module)
+    assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}

@@ -244,7 +244,7 @@ def _inspect_arguments(inspect: argparse.ArgumentParser | _Defaults) -> None:
     )
 
 
-def _at_least(smallest: int) -> Callable[[str], int]:
+def _whole_number(smallest: int) -> Callable[[str], int]:
     """An argument's type: a whole number, `smallest` or more (argparse's error otherwise)."""
 
     def whole_number(text: str) -> int:
@@ -261,8 +261,8 @@ def _at_least(smallest: int) -> Callable[[str], int]:
     return whole_number
 
 
-_positive: Final = _at_least(1)
-_at_least_zero: Final = _at_least(0)
+_positive: Final = _whole_number(1)
+_at_least_zero: Final = _whole_number(0)
 
 
 def _validate_arguments(validate: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ _FRAMEWORKS = {
     "mlx": "mlx",
     "paddle": "paddle",
 }
-_SHOWN = {
+_FRAMEWORK_NAMES = {
     "pt": "pytorch",
     "np": "numpy",
     "tf": "tensorflow",
@@ -161,9 +161,8 @@ class safe_open:
         self._mmap = _checked_backend(backend)
         file = opened(filename)
         if self._device != "cpu" and self._framework not in ("pt", "paddle"):
-            raise SafetensorError(
-                f"Device {self._device} is not supported for framework {_SHOWN[self._framework]}"
-            )
+            shown = _FRAMEWORK_NAMES[self._framework]
+            raise SafetensorError(f"Device {self._device} is not supported for framework {shown}")
         self._file: SafetensorsFile | None = file
         self._path = file.local_path
 
@@ -276,7 +275,7 @@ class safe_open:
     def __repr__(self) -> str:
         if self._file is None:
             return "<safe_open (closed)>"
-        return f"<safe_open {self._file.source!r}, framework {_SHOWN[self._framework]!r}>"
+        return f"<safe_open {self._file.source!r}, framework {_FRAMEWORK_NAMES[self._framework]!r}>"
 
 
 def safe_open_handle(

@@ -50,7 +50,7 @@ def save(tensors: dict[str, mx.array], metadata: dict[str, str] | None = None) -
     Raises:
         SafetensorError: What the file's reader would refuse (a name ``__metadata__``...).
     """
-    return _over_numpy.save(tensors, metadata, _array)
+    return _over_numpy.save(tensors, metadata, _mlx_array)
 
 
 def save_file(
@@ -60,7 +60,7 @@ def save_file(
 ) -> None:
     """Write these arrays to a safetensors file, as `save` lays them out (replaced whole,
     never left half-written)."""
-    _over_numpy.save_file(tensors, filename, metadata, _array)
+    _over_numpy.save_file(tensors, filename, metadata, _mlx_array)
 
 
 def load(data: Source) -> dict[str, mx.array]:
@@ -80,7 +80,7 @@ def load_file(filename: Source, *, backend: str = "mmap") -> dict[str, mx.array]
     return _over_numpy.load(filename, mx.array, HOLDS, "MLX", backend=backend)
 
 
-def _array(name: str, tensor: Any) -> NDArray[Any]:
+def _mlx_array(name: str, tensor: Any) -> NDArray[Any]:
     """An array's values on the host; ``bfloat16`` through its bits (MLX gives numpy no
     ``bfloat16`` buffer: ml-explore/mlx#1296)."""
     if isinstance(tensor, mx.array) and tensor.dtype == mx.bfloat16:

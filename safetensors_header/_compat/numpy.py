@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 
-def _checked(tensor_dict: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
+def _checked_arrays(tensor_dict: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
     """Each array's dtype named, with the reference's error for one it cannot write."""
     refused = [
         (name, np.asarray(array).dtype.name)
@@ -67,7 +67,7 @@ def save(tensor_dict: dict[str, NDArray[Any]], metadata: dict[str, str] | None =
             refuses to write (a name ``__metadata__``...).
     """
     with reference_errors("serializing"):
-        return adapter.save(_checked(tensor_dict), metadata=metadata)
+        return adapter.save(_checked_arrays(tensor_dict), metadata=metadata)
 
 
 def save_file(
@@ -77,7 +77,7 @@ def save_file(
 ) -> None:
     """Write `save`'s bytes to `filename`, replaced whole (never left half-written)."""
     with reference_errors("serializing"):
-        adapter.save_file(_checked(tensor_dict), filename, metadata=metadata)
+        adapter.save_file(_checked_arrays(tensor_dict), filename, metadata=metadata)
 
 
 def load_file(filename: Any, *, backend: str = "mmap") -> dict[str, NDArray[Any]]:

@@ -76,7 +76,7 @@ def save(tensors: dict[str, paddle.Tensor], metadata: dict[str, str] | None = No
         SafetensorError: What the file's reader would refuse (a name ``__metadata__``...).
         TypeError: A tensor of a dtype the reference does not write (``uint16``...).
     """
-    return _over_numpy.save(tensors, metadata, _array)
+    return _over_numpy.save(tensors, metadata, _paddle_array)
 
 
 def save_file(
@@ -86,7 +86,7 @@ def save_file(
 ) -> None:
     """Write these tensors to a safetensors file, as `save` lays them out (replaced whole,
     never left half-written)."""
-    _over_numpy.save_file(tensors, filename, metadata, _array)
+    _over_numpy.save_file(tensors, filename, metadata, _paddle_array)
 
 
 def load(data: Source, device: str = "cpu") -> dict[str, paddle.Tensor]:
@@ -110,7 +110,7 @@ def load_file(
     return _over_numpy.load(filename, _tensor_on(device), HOLDS, "PaddlePaddle", backend=backend)
 
 
-def _array(name: str, tensor: Any) -> NDArray[Any]:
+def _paddle_array(name: str, tensor: Any) -> NDArray[Any]:
     if not isinstance(tensor, paddle.Tensor):
         raise TypeError(f"tensor {name!r} is a {type(tensor).__name__}, not a paddle.Tensor")
     dtype = NAMES.get(tensor.dtype)

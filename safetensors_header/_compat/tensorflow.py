@@ -53,7 +53,7 @@ def save(tensors: dict[str, tf.Tensor], metadata: dict[str, str] | None = None) 
         SafetensorError: What the file's reader would refuse (a name ``__metadata__``...).
         TypeError: A tensor of a dtype safetensors has no name for (``complex128``...).
     """
-    return _over_numpy.save(tensors, metadata, _array)
+    return _over_numpy.save(tensors, metadata, _tf_array)
 
 
 def save_file(
@@ -63,7 +63,7 @@ def save_file(
 ) -> None:
     """Write these tensors to a safetensors file, as `save` lays them out (replaced whole,
     never left half-written)."""
-    _over_numpy.save_file(tensors, filename, metadata, _array)
+    _over_numpy.save_file(tensors, filename, metadata, _tf_array)
 
 
 def load(data: Source) -> dict[str, tf.Tensor]:
@@ -83,6 +83,6 @@ def load_file(filename: Source, *, backend: str = "mmap") -> dict[str, tf.Tensor
     return _over_numpy.load(filename, tf.convert_to_tensor, HOLDS, "TensorFlow", backend=backend)
 
 
-def _array(name: str, tensor: Any) -> NDArray[Any]:
+def _tf_array(name: str, tensor: Any) -> NDArray[Any]:
     """A tensor's values on the host (ml_dtypes' types for BF16 and F8, as TensorFlow's)."""
     return np.asarray(tensor)

@@ -155,7 +155,7 @@ def _remove_duplicate_names(
 # --- saving ------------------------------------------------------------------------------
 
 
-def _checked(tensors: object) -> Mapping[str, torch.Tensor]:
+def _checked_tensors(tensors: object) -> Mapping[str, torch.Tensor]:
     """`tensors` checked as the reference checks what it saves: a dict of dense tensors,
     none sharing memory with another, each contiguous."""
     if not isinstance(tensors, dict):
@@ -187,7 +187,7 @@ def save(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = Non
         RuntimeError: Tensors that share memory (use `save_model`).
         SafetensorError: What the reference refuses to write (a name ``__metadata__``...).
     """
-    checked = _checked(tensors)
+    checked = _checked_tensors(tensors)
     with reference_errors("serializing"):
         return adapter.save(checked, metadata=metadata)
 
@@ -200,7 +200,7 @@ def save_file(
     """Write `save`'s bytes to `filename`, replaced whole (never left half-written); beyond
     the reference, `filename` may be an fsspec URL or a ``(store, path)`` pair. Raises as
     `save`."""
-    checked = _checked(tensors)
+    checked = _checked_tensors(tensors)
     with reference_errors("serializing"):
         adapter.save_file(checked, filename, metadata=metadata)
 
