@@ -242,23 +242,31 @@ class PathFile(RangeFile):
             raise
         return descriptor
 
-    def _quick_header(self, max_header_size: int) -> Header | None:
+    def _seekable_descriptor(self) -> int | None:
+        """A new descriptor of the file, checked (`open_checked`: it learns the size and
+        whether the file can seek), for the caller to close; None for a pipe, whose stream is
+        kept and read, in order, from the one descriptor opened (opened again, it would wait
+        for a writer that may be gone)."""
         if self.identified and not self.seekable:
-            return None  # a pipe kept open: read as a stream
-        descriptor = self.open_checked()  # learns the size and whether it can seek
+            return None  # a pipe kept open already
+        descriptor = self.open_checked()
+        if self.seekable:
+            return descriptor
+        self._keep_stream(descriptor)
+        return None
+
+    def _quick_header(self, max_header_size: int) -> Header | None:
+        descriptor = self._seekable_descriptor()
+        if descriptor is None:
+            return None  # a pipe: read as a stream
         try:
-            if not self.seekable:  # a pipe: kept, and read from this descriptor as a stream
-                self._keep_stream(descriptor)
-                descriptor = -1
-                return None
             header = header_at(descriptor, self.size or 0, max_header_size)
             if header is None:
                 return None
             status = os.fstat(descriptor)  # (rewritten while it was read: not this header)
             self._identify(status.st_size, stat_validators(status))
         finally:
-            if descriptor >= 0:
-                os.close(descriptor)
+            os.close(descriptor)
         set_identity(header, make_identity(self._place, self.size, self.validators or ()))
         return header
 
@@ -269,17 +277,13 @@ class PathFile(RangeFile):
 
         from .options import Clock
 
-        if self.identified and not self.seekable:
-            return None  # a pipe kept open: read as a stream (opened again, it would wait)
         given = header
         if given is not None:
             self._expect(given)
-        descriptor = self.open_checked()  # (checked against the header's identity)
+        descriptor = self._seekable_descriptor()  # (checked against the header's identity)
+        if descriptor is None:
+            return None  # a pipe: read as a stream
         try:
-            if not self.seekable:  # a pipe: kept, and read from this descriptor as a stream
-                self._keep_stream(descriptor)
-                descriptor = -1
-                return None
             size = self.size or 0
             if not size:
                 return None  # (the data path says what is wrong with an empty file)
@@ -291,8 +295,7 @@ class PathFile(RangeFile):
             access = mmap.ACCESS_COPY if copy else mmap.ACCESS_READ
             mapped = mmap.mmap(descriptor, size, access=access)
         finally:
-            if descriptor >= 0:
-                os.close(descriptor)
+            os.close(descriptor)
         if given is not None and self._needs_header_bytes(given):
             # A header of a copy elsewhere: held to its bytes, as `confirm` holds it.
             try:
@@ -304,11 +307,9 @@ class PathFile(RangeFile):
 
     def _prepare(self) -> None:
         if not self.identified:
-            descriptor = self.open_checked()  # learns the size and whether it can seek
-            if self.seekable:
+            descriptor = self._seekable_descriptor()
+            if descriptor is not None:
                 os.close(descriptor)
-            else:  # a pipe: kept, and read from this descriptor (see `_streamed`)
-                self._keep_stream(descriptor)
 
     def _can_seek(self) -> bool:
         self._prepare()
