@@ -36,24 +36,11 @@ ZARR_TYPES: Final = {
     name: TYPE_NAMES[name] if dtype.numpy is not None else f"uint{max(dtype.bits, 8)}"
     for name, dtype in DTYPES.items()
 }
-_V2: Final = {
-    "bool": "|b1",
-    "uint8": "|u1",
-    "int8": "|i1",
-    "int16": "<i2",
-    "uint16": "<u2",
-    "float16": "<f2",
-    "int32": "<i4",
-    "uint32": "<u4",
-    "float32": "<f4",
-    "complex64": "<c8",
-    "float64": "<f8",
-    "int64": "<i8",
-    "uint64": "<u8",
-}
+# Each numpy type's type string, by its name: the format table's (`Dtype.numpy`).
+_NUMPY: Final = {TYPE_NAMES[name]: dtype.numpy for name, dtype in DTYPES.items() if dtype.numpy}
 #: The same as Zarr v2 (numpy) type strings; one-byte types as ``"|u1"``, the only form
 #: zarr-python 3 accepts for them.
-ZARR_V2_TYPES: Final = {dtype: _V2[name] for dtype, name in ZARR_TYPES.items()}
+ZARR_V2_TYPES: Final = {dtype: _NUMPY[name] for dtype, name in ZARR_TYPES.items()}
 
 
 def check_chunk_shape(info: Placed, chunk_shape: Sequence[int], /) -> tuple[int, ...]:
