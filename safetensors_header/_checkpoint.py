@@ -225,6 +225,7 @@ def read_checkpoint(
         source,
         (strict, max_header_size, max_index_size, follow_links, progress),
         transport,
+        nameless=False,
     )
     return found
 
@@ -234,10 +235,14 @@ def _opened_checkpoint(
     source: object,
     how: tuple[bool, int, int, bool, Callable[[int, int], object] | None],
     transport: Mapping[str, Any],
+    *,
+    nameless: bool,
 ) -> tuple[Checkpoint, bool]:
     """`read_checkpoint` for `function` (its keywords' errors name it), with `how` its
     arguments (``strict``, the two sizes, ``follow_links``, ``progress``); and whether the
-    source was one file rather than a checkpoint's index."""
+    source was one file rather than a checkpoint's index. `nameless`: a source without a
+    name (bytes, a file object) is one file; else it is refused (TypeError), as no
+    checkpoint's shards can be found beside it."""
     strict, max_header_size, max_index_size, follow_links, progress = how
     options = Options.given(function, transport)
     clock = options.clock()  # one deadline for the index and every shard
@@ -245,9 +250,8 @@ def _opened_checkpoint(
     try:
         candidates = source_file.candidates(follow_links=follow_links)
     except TypeError:  # a source without a name (bytes, a file object): no checkpoint
-        if function == "read_checkpoint":
+        if not nameless:
             raise
-        # One file, for the readers of several files (`files_of`).
         return _single(source_file, header_of(source_file, max_header_size, clock)), True
     for number, file in enumerate(candidates):  # the first that exists
         try:
@@ -303,7 +307,7 @@ def files_of(
     if isinstance(source, SafetensorsFile):
         return [(None, source)]
     how = (False, MAX_HEADER_SIZE, _MAX_INDEX_SIZE, False, None)
-    checkpoint, single = _opened_checkpoint("files_of", source, how, transport)
+    checkpoint, single = _opened_checkpoint("files_of", source, how, transport, nameless=True)
     if single:
         return [(None, next(iter(checkpoint.shards.values())))]
     return list(checkpoint.shards.items())
