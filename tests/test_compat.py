@@ -463,6 +463,18 @@ BASIC_AND_OTHER_KEYS = [
 ]
 
 
+def _framework_indexed(tmp_path: Path) -> tuple[Any, Any]:
+    """A 10 x 6 array, and the slice of it that a file of it gives with numpy as the framework
+    (the slice of torch and paddle's default backend, `TorchSlice`)."""
+    from safetensors_header._compat._open import TorchSlice
+    from safetensors_header.numpy import open_tensors
+
+    whole = np.arange(60, dtype=np.int32).reshape(10, 6)
+    compat_numpy.save_file({"x": whole}, tmp_path / "m.safetensors")
+    lazy = open_tensors(tmp_path / "m.safetensors")["x"]
+    return whole, TorchSlice(lazy.info, lazy, np.asarray)
+
+
 @pytest.mark.parametrize("key", BASIC_AND_OTHER_KEYS, ids=repr)
 def test_a_framework_indexed_slice_reads_as_the_framework_indexes(
     tmp_path: Path, key: object
@@ -470,13 +482,7 @@ def test_a_framework_indexed_slice_reads_as_the_framework_indexes(
     # The slice of torch and paddle (default backend) indexes as the framework indexes a
     # tensor (numpy's rules, for these keys): bounds clamped, None a new axis, lists and bools
     # on the whole tensor. Shown here with numpy as the framework.
-    from safetensors_header._compat._open import TorchSlice
-    from safetensors_header.numpy import open_tensors
-
-    whole = np.arange(60, dtype=np.int32).reshape(10, 6)
-    compat_numpy.save_file({"x": whole}, tmp_path / "m.safetensors")
-    lazy = open_tensors(tmp_path / "m.safetensors")["x"]
-    sliced = TorchSlice(lazy.info, lazy, np.asarray)
+    whole, sliced = _framework_indexed(tmp_path)
     np.testing.assert_array_equal(sliced[key], whole[key])  # type: ignore[index]
     assert sliced[key].shape == whole[key].shape  # type: ignore[index]
 
@@ -485,13 +491,7 @@ def test_a_framework_indexed_slice_reads_as_the_framework_indexes(
 def test_a_framework_indexed_slice_refuses_what_the_framework_refuses(
     tmp_path: Path, key: object
 ) -> None:
-    from safetensors_header._compat._open import TorchSlice
-    from safetensors_header.numpy import open_tensors
-
-    whole = np.arange(60, dtype=np.int32).reshape(10, 6)
-    compat_numpy.save_file({"x": whole}, tmp_path / "m.safetensors")
-    lazy = open_tensors(tmp_path / "m.safetensors")["x"]
-    sliced = TorchSlice(lazy.info, lazy, np.asarray)
+    whole, sliced = _framework_indexed(tmp_path)
     try:
         expected = whole[key]  # type: ignore[index]
     except IndexError:
