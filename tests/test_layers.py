@@ -232,6 +232,21 @@ def test_the_embedding_page_lists_only_what_the_records_have() -> None:
         assert [name for name in names if not hasattr(record, name)] == [], record
 
 
+def _printed_without_site(code: str) -> str:
+    """What `code` prints in a fresh interpreter without site-packages' start-up (``-S``),
+    importing this checkout."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_architecture_page_names_the_modules_importing_the_package_loads() -> None:
     page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     said = re.search(r"the source layer's entry \(([^)]*)\)", re.sub(r"\s+", " ", page))
@@ -242,16 +257,7 @@ def test_the_architecture_page_names_the_modules_importing_the_package_loads() -
         "print(' '.join(sorted(m[len('safetensors_header.'):] for m in sys.modules\n"
         "    if m.startswith('safetensors_header._sources'))))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert named == set(done.stdout.split())
+    assert named == set(_printed_without_site(code).split())
 
 
 def test_the_architecture_page_names_every_public_member_of_a_range_file() -> None:
@@ -281,16 +287,7 @@ def test_importing_the_package_starts_no_http_store_or_thread_module() -> None:
         "    'safetensors_header._sources.http_file', 'safetensors_header._sources.stores',\n"
         "    'safetensors_header._fetch') if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _printed_without_site(code).strip() == "[]"
 
 
 # Inside the source package: the protocol and what every backend shares import no backend;
