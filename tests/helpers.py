@@ -75,6 +75,29 @@ def run_child(
     )
 
 
+#: Code for a child (`run_child`, before the child's own): ``feed(path, content)`` makes a
+#: FIFO at `path` and writes `content` into it from a thread, which it returns (to join); a
+#: reader that stops before the end is no error of the writer's.
+FEED_A_FIFO = """
+import os, threading
+
+
+def feed(path, content):
+    os.mkfifo(path)
+
+    def write():
+        try:
+            with open(path, "wb") as pipe:
+                pipe.write(content)
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return writer
+"""
+
+
 def untraced_environment(**changes: str) -> dict[str, str]:
     """This process's environment for a child that coverage must not trace (a stress test's
     work, or pytest collecting tests): what coverage's subprocess patch passes on, left out."""

@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -434,32 +435,22 @@ def test_a_fifo_is_refused_as_a_stream_mapped_or_not_never_opened_again(
     # reads ranges, which a stream has not: the same ValueError with mmap=True, never a
     # second open of the FIFO (which would wait for a writer that is gone: the child's
     # timeout) nor a second reader of the pipe, its bytes taken from the first.
-    from helpers import run_child
+    from helpers import FEED_A_FIFO, run_child
 
     fifo = tmp_path / "pipe.safetensors"
-    result = run_child(
-        f"""
-        import os, threading
+    code = f"""
         from safetensors_header import open_file
         from safetensors_header.integrity import hash_tensors
 
-        os.mkfifo({str(fifo)!r})
-
-        def write():
-            with open({str(fifo)!r}, "wb") as pipe:
-                pipe.write({FILE!r})
-
-        writer = threading.Thread(target=write)
-        writer.start()
+        writer = feed({str(fifo)!r}, {FILE!r})
         file = open_file({str(fifo)!r})
         writer.join(10)
         try:
             hash_tensors(file, mmap={mmap})
         except ValueError as error:
             print(error)
-        """,
-        timeout=60,
-    )
+        """
+    result = run_child(FEED_A_FIFO + textwrap.dedent(code), timeout=60)
     assert result.returncode == 0, result.stderr
     assert "needs a file it can seek in" in result.stdout
     assert "is a stream" in result.stdout

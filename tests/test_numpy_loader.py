@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import mmap
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -345,28 +346,18 @@ def test_a_fifo_path_is_read_in_order_never_mapped(tmp_path: Path) -> None:
     # The FIFO is opened once, found to be no regular file, and read in order from that very
     # descriptor (opened again, it would wait for a writer that is gone): in a child, whose
     # timeout is the test of a hang.
-    from helpers import run_child
+    from helpers import FEED_A_FIFO, run_child
 
     fifo = tmp_path / "pipe.safetensors"
     data = build({"w": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
-    result = run_child(
-        f"""
-        import os, threading
+    code = f"""
         from safetensors_header.numpy import load
 
-        os.mkfifo({str(fifo)!r})
-
-        def write():
-            with open({str(fifo)!r}, "wb") as pipe:
-                pipe.write({data!r})
-
-        writer = threading.Thread(target=write)
-        writer.start()
+        writer = feed({str(fifo)!r}, {data!r})
         print(load({str(fifo)!r})["w"].tolist())
         writer.join(10)
-        """,
-        timeout=60,
-    )
+        """
+    result = run_child(FEED_A_FIFO + textwrap.dedent(code), timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[1.0, 2.0]"
 
@@ -378,39 +369,26 @@ def test_a_fifo_path_with_the_header_of_a_copy_is_held_to_its_header_bytes(
     # A header read from a regular file, given for a FIFO of the same bytes: the FIFO's
     # header bytes are compared with it (a stream has no size: the header's own is the one
     # it was parsed with), and its data read in order; a FIFO of another header is refused.
-    from helpers import run_child
+    from helpers import FEED_A_FIFO, run_child
 
     copy, fifo = tmp_path / "copy.safetensors", tmp_path / "pipe.safetensors"
     data = build({"w": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
     other = build({"v": tensor("F32", [2], 0, 8)}, data=b"\x00\x00\x80?\x00\x00\x00@")
     copy.write_bytes(data)
-    result = run_child(
-        f"""
-        import os, threading
+    code = f"""
         from safetensors_header import read_header
         from safetensors_header.numpy import load
 
         header = read_header({str(copy)!r})
         for content in ({data!r}, {other!r}):
-            os.mkfifo({str(fifo)!r})
-
-            def write():
-                try:
-                    with open({str(fifo)!r}, "wb") as pipe:
-                        pipe.write(content)
-                except BrokenPipeError:
-                    pass
-
-            writer = threading.Thread(target=write)
-            writer.start()
+            writer = feed({str(fifo)!r}, content)
             try:
                 print(load({str(fifo)!r}, header=header)["w"].tolist())
             except ValueError as error:
                 print(type(error).__name__, getattr(error, "kind", None))
             writer.join(10)
             os.unlink({str(fifo)!r})
-        """,
-        timeout=60,
-    )
+        """
+    result = run_child(FEED_A_FIFO + textwrap.dedent(code), timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:2] == ["[1.0, 2.0]", "HeaderError FileChanged"]
