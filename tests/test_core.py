@@ -25,13 +25,7 @@ from helpers import bounded, build, reference_kind, reference_kinds, tensor, unt
 from hypothesis import given
 from hypothesis import strategies as st
 
-from safetensors_header import (
-    DtypeTotal,
-    HeaderError,
-    TensorInfo,
-    TensorTable,
-    read_header,
-)
+from safetensors_header import DtypeTotal, HeaderError, TensorInfo, TensorTable, read_header
 from safetensors_header._core import canonical as canonical_reader
 from safetensors_header._core import parse as _parser
 

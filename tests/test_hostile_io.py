@@ -357,11 +357,7 @@ def test_read_checkpoint_is_bounded_by_its_timeout(
 ak = pytest.importorskip("awkward")
 np = pytest.importorskip("numpy")
 
-from safetensors_header.awkward import (  # noqa: E402
-    AwkwardFileError,
-    from_safetensors,
-    to_safetensors,
-)
+from safetensors_header.awkward import AwkwardFileError, from_safetensors, to_safetensors  # noqa: E402
 
 
 def _awkward_file(array: Any) -> bytes:

@@ -9,14 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from safetensors_header import (
-    Header,
-    open_file,
-    read_header,
-    read_ranges,
-    read_tensor,
-    write_file,
-)
+from safetensors_header import Header, open_file, read_header, read_ranges, read_tensor, write_file
 from safetensors_header._sources import local
 
 NAMES = [f"t{i:03d}" for i in range(40)]

@@ -21,13 +21,7 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 moto_server = pytest.importorskip("moto.server")
 werkzeug_serving = pytest.importorskip("werkzeug.serving")
 
-from safetensors_header import (  # noqa: E402
-    HeaderError,
-    open_file,
-    read_checkpoint,
-    read_header,
-    read_ranges,
-)
+from safetensors_header import HeaderError, open_file, read_checkpoint, read_header, read_ranges  # noqa: E402
 from safetensors_header.numpy import load, open_tensors  # noqa: E402
 
 BUCKET = "models"

@@ -11,16 +11,7 @@ from collections.abc import Callable, Mapping
 from .._core.header import TensorInfo, shown_shape
 from .columns import columns
 from .documents import totals
-from .output import (
-    PROG,
-    Output,
-    Progress,
-    count,
-    cut,
-    human_bytes,
-    natural_key,
-    shown_source,
-)
+from .output import PROG, Output, Progress, count, cut, human_bytes, natural_key, shown_source
 from .reading import Failure, Read, read_source
 from .values import ALGORITHM, SideFailure, ValueChange, changed_values, statistics_need
 

@@ -20,15 +20,7 @@ from __future__ import annotations
 from .._core.fileformat import DTYPE_BITS
 from .kinds import buffers, kind_of, lora_adapter, tied_weights
 from .memory import WIDTHS, inference_estimate
-from .records import (
-    Adapter,
-    DtypeParameters,
-    Evidence,
-    Inference,
-    ModelInfo,
-    Quantization,
-    Said,
-)
+from .records import Adapter, DtypeParameters, Evidence, Inference, ModelInfo, Quantization, Said
 from .schemes import quantization_config, quantizations, tensor_counts
 
 __all__ = ["Adapter", "DtypeParameters", "Evidence", "Inference", "ModelInfo", "Quantization"]
