@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
 
 from .._errors import HeaderError
 from ..numpy import load as load_arrays
@@ -23,19 +24,20 @@ from ..numpy import save as save_arrays
 from ..numpy import save_file as save_array_file
 from ._errors import SafetensorError
 
-__all__ = ["BACKENDS", "NUMBERS", "load", "reference_errors", "save", "save_file"]
+__all__ = ["BACKENDS", "NUMBERS", "Framework", "load", "reference_errors", "save", "save_file"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from typing import Any, Final, TypeVar
+    from typing import Final
 
     from numpy.typing import NDArray
 
     from .._sources import Source
 
-    Tensor = TypeVar("Tensor")
     #: (tensor name, tensor) -> its values as a numpy array (ml_dtypes' types for BF16, F8).
     ToArray = Callable[[str, Any], NDArray[Any]]
+
+Tensor = TypeVar("Tensor")
 
 #: The safetensors dtypes of numpy's own types (and ml_dtypes' bfloat16), which TensorFlow and
 #: MLX hold too: ``bool``, the ints, the floats, ``complex64``.
@@ -122,3 +124,66 @@ def load(
     for name in list(arrays):  # each array dropped once made, so that its memory may go
         tensors[name] = to_tensor(arrays.pop(name))
     return tensors
+
+
+class Framework(Generic[Tensor]):
+    """A framework's ``save``, ``save_file``, ``load`` and ``load_file``, as the reference's
+    module for it has them: a module of this package binds them from one of these.
+
+    Args:
+        name: The framework, as its errors name it (``"TensorFlow"``).
+        holds: The safetensors dtypes it has a dtype for; a file with another is refused
+            (TypeError) before any tensor is made.
+        to_array: (tensor name, tensor) -> its values as a numpy array.
+        to_tensor: A numpy array -> the framework's tensor.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        holds: Collection[str],
+        *,
+        to_array: ToArray,
+        to_tensor: Callable[[NDArray[Any]], Tensor],
+    ) -> None:
+        self.name, self.holds = name, holds
+        self.to_array, self.to_tensor = to_array, to_tensor
+
+    def save(
+        self, tensors: Mapping[str, Tensor], metadata: Mapping[str, str] | None = None
+    ) -> bytes:
+        """The bytes of a safetensors file of these tensors: what the reference's ``save``
+        makes of them (and metadata of at most one key, whose order the reference leaves to
+        chance).
+
+        Raises:
+            SafetensorError: What the file's reader would refuse (a name ``__metadata__``...).
+            TypeError: A tensor of a dtype safetensors has no name for, or the framework's
+                module writes none of.
+        """
+        return save(tensors, metadata, self.to_array)
+
+    def save_file(
+        self,
+        tensors: Mapping[str, Tensor],
+        filename: str | os.PathLike[str],
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write these tensors to a safetensors file, as `save` lays them out (replaced
+        whole, never left half-written)."""
+        save_file(tensors, filename, metadata, self.to_array)
+
+    def load(self, data: Source) -> dict[str, Tensor]:
+        """The tensors of a safetensors file, given as its bytes (or any source the project
+        reads), as the framework's tensors, in the file's order.
+
+        Raises:
+            SafetensorError: The file is not valid (its `HeaderError` as ``__cause__``).
+            TypeError: A dtype the framework has not.
+        """
+        return load(data, self.to_tensor, self.holds, self.name)
+
+    def load_file(self, filename: Source, *, backend: str = "mmap") -> dict[str, Tensor]:
+        """The tensors of a safetensors file, as `load` gives them; `backend` is the
+        reference's: ``"mmap"`` maps the file, ``"pread"`` reads it."""
+        return load(filename, self.to_tensor, self.holds, self.name, backend=backend)

@@ -9,7 +9,8 @@ on the ``device`` asked for. The dtypes are the reference's: ``bool``, ``uint8``
 ints, ``float16``, ``bfloat16``, ``float32``, ``float64``, ``complex64``, ``float8_e4m3fn``,
 ``float8_e5m2`` (not PaddlePaddle's ``uint16``, ``uint32``, ``uint64``, ``complex128``).
 Beyond the reference: every function takes any source the project reads (a path, bytes, a
-URL...), and ``load`` of bytes reads ``C64`` (the reference's needs ``load_file``).
+URL...), and ``load`` of bytes reads ``C64`` (the reference's needs ``load_file``). A tensor
+that is not on the CPU, or not contiguous, is copied to the host to be written.
 
 Needs PaddlePaddle, numpy and ml_dtypes (``pip install 'safetensors_header[paddle]'``);
 importing this module imports PaddlePaddle.
@@ -17,15 +18,11 @@ importing this module imports PaddlePaddle.
 
 from __future__ import annotations
 
-import os
+from .._extras import optional_imports
 
-from .._extras import missing
-
-try:
+with optional_imports("paddle", __name__):
     import numpy as np
     import paddle
-except ModuleNotFoundError as error:
-    raise missing(error, "paddle", __name__) from None
 
 from ..numpy import numpy_dtype, safetensors_dtype
 from . import _over_numpy
@@ -67,28 +64,6 @@ _VIEWED: Final = {
 HOLDS: Final = frozenset(NAMES.values())
 
 
-def save(tensors: dict[str, paddle.Tensor], metadata: dict[str, str] | None = None) -> bytes:
-    """The bytes of a safetensors file of these tensors: what ``safetensors.paddle.save``
-    makes of them (and metadata of at most one key, whose order the reference leaves to
-    chance). A tensor that is not on the CPU, or not contiguous, is copied to the host.
-
-    Raises:
-        SafetensorError: What the file's reader would refuse (a name ``__metadata__``...).
-        TypeError: A tensor of a dtype the reference does not write (``uint16``...).
-    """
-    return _over_numpy.save(tensors, metadata, _paddle_array)
-
-
-def save_file(
-    tensors: dict[str, paddle.Tensor],
-    filename: str | os.PathLike[str],
-    metadata: dict[str, str] | None = None,
-) -> None:
-    """Write these tensors to a safetensors file, as `save` lays them out (replaced whole,
-    never left half-written)."""
-    _over_numpy.save_file(tensors, filename, metadata, _paddle_array)
-
-
 def load(data: Source, device: str = "cpu") -> dict[str, paddle.Tensor]:
     """The tensors of a safetensors file, given as its bytes (or any source the project
     reads), as PaddlePaddle tensors on `device` (``"cpu"``, ``"gpu:0"``...), in the file's
@@ -98,7 +73,7 @@ def load(data: Source, device: str = "cpu") -> dict[str, paddle.Tensor]:
         SafetensorError: The file is not valid (its `HeaderError` as ``__cause__``).
         TypeError: A dtype the reference does not read (``U16``, ``F8_E8M0``...).
     """
-    return _over_numpy.load(data, _tensor_on(device), HOLDS, "PaddlePaddle")
+    return _over_numpy.load(data, _tensor_on(device), HOLDS, _PADDLE.name)
 
 
 def load_file(
@@ -107,7 +82,7 @@ def load_file(
     """The tensors of a safetensors file as PaddlePaddle tensors on `device`, as `load`
     gives them; `backend` is the reference's: ``"mmap"`` maps the file, ``"pread"`` reads
     it."""
-    return _over_numpy.load(filename, _tensor_on(device), HOLDS, "PaddlePaddle", backend=backend)
+    return _over_numpy.load(filename, _tensor_on(device), HOLDS, _PADDLE.name, backend=backend)
 
 
 def _paddle_array(name: str, tensor: Any) -> NDArray[Any]:
@@ -139,3 +114,9 @@ def _tensor_on(device: str) -> Any:
         return made if device == "cpu" else made.to(device)
 
     return tensor
+
+
+_PADDLE: Final = _over_numpy.Framework(
+    "PaddlePaddle", HOLDS, to_array=_paddle_array, to_tensor=_tensor_on("cpu")
+)
+save, save_file = _PADDLE.save, _PADDLE.save_file
