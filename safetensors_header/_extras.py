@@ -1,42 +1,34 @@
 """The optional libraries: the extra that installs each, the Python it needs, and the error
 raised when one is missing.
 
-Layer: core (standard library only, no I/O). An adapter imports its libraries at its top in
-one ``try``, and turns a `ModuleNotFoundError` into `missing`'s: a message that names the
-module, the extra to install and the Python that extra installs on, so that an extra which
-installed nothing on an older Python (its markers keep it installable there, as nothing) is
-said to be the cause instead of a bare ``No module named 'obspec_utils'``.
+Layer: core (standard library only, no I/O). An adapter imports its libraries at its top
+inside ``with optional_imports(extra, needed_by):``, which turns a `ModuleNotFoundError` into
+`missing`'s: a message that names the module, the extra to install and the Python that extra
+installs on, so that an extra which installed nothing on an older Python (its markers keep it
+installable there, as nothing) is said to be the cause instead of a bare ``No module named
+'obspec_utils'``.
 """
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["EXTRAS", "install_hint", "missing"]
+__all__ = ["EXTRAS", "install_hint", "missing", "optional_imports"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
+    from types import TracebackType
     from typing import Final
 
 #: Each extra of pyproject.toml -> the oldest Python it installs its libraries on (the
 #: ``python_version`` markers there; tests/test_extras.py checks that the two agree).
 EXTRAS: Final[dict[str, tuple[int, int]]] = {
-    "numpy": (3, 10),
-    "ml-dtypes": (3, 10),
+    **dict.fromkeys(("numpy", "ml-dtypes", "fsspec", "s3", "obstore", "awkward"), (3, 10)),
+    **dict.fromkeys(("dask", "blake3", "torch", "tensorflow", "paddle", "mlx"), (3, 10)),
     "zarr": (3, 11),  # zarr 3
-    "fsspec": (3, 10),
-    "s3": (3, 10),
-    "obstore": (3, 10),
-    "awkward": (3, 10),
     "virtualizarr": (3, 11),  # VirtualiZarr 2
-    "icechunk": (3, 12),  # icechunk 2
-    "dask": (3, 10),
-    "blake3": (3, 10),
-    "torch": (3, 10),
     "jax": (3, 11),  # JAX 0.10
-    "tensorflow": (3, 10),
-    "paddle": (3, 10),
-    "mlx": (3, 10),
+    "icechunk": (3, 12),  # icechunk 2
 }
 
 
@@ -60,3 +52,26 @@ def missing(error: ModuleNotFoundError, extra: str, needed_by: str, /) -> Module
     return ModuleNotFoundError(
         f"{needed_by} needs {name}, which is not installed: {install_hint(extra)}", name=name
     )
+
+
+class optional_imports:
+    """``with optional_imports("numpy", __name__): import numpy as np``: an import of the
+    block that finds no module raises `missing`'s error, which names `needed_by` and the
+    `extra` that installs it."""
+
+    __slots__ = ("extra", "needed_by")
+
+    def __init__(self, extra: str, needed_by: str, /) -> None:
+        self.extra, self.needed_by = extra, needed_by
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if isinstance(error, ModuleNotFoundError):
+            raise missing(error, self.extra, self.needed_by) from None

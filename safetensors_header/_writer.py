@@ -126,12 +126,10 @@ def write_pieces(
                 _replace.write_all(file, piece)
         return
     if kind == "fsspec":
-        try:
-            import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
-        except ModuleNotFoundError as error:
-            from ._extras import missing
+        from ._extras import optional_imports
 
-            raise missing(error, "fsspec", "writing to an fsspec URL") from None
+        with optional_imports("fsspec", "writing to an fsspec URL"):
+            import fsspec.core  # type: ignore[import-untyped]  # optional: only for URLs
         destination = fsspec.core.url_to_fs(destination, **(storage_options or {}))
         kind = "filesystem"
     if kind == "store":

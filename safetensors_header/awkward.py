@@ -45,13 +45,11 @@ from __future__ import annotations
 
 import sys
 
-from ._extras import missing
+from ._extras import optional_imports
 
-try:
+with optional_imports("awkward", "safetensors_header.awkward"):
     import awkward as ak  # type: ignore[import-untyped]  # awkward ships no type information
     import numpy as np
-except ModuleNotFoundError as error:
-    raise missing(error, "awkward", "safetensors_header.awkward") from None
 
 from ._awkward_forms import (
     BUFFER_KEY,

@@ -33,15 +33,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ._extras import missing
+from ._extras import optional_imports
 
-try:
+with optional_imports("icechunk", "safetensors_header.icechunk"):
     import icechunk
     import numpy as np
     import xarray as xr
     from virtualizarr.manifests import ManifestArray
-except ModuleNotFoundError as error:
-    raise missing(error, "icechunk", "safetensors_header.icechunk") from None
 
 __all__ = ["commit_virtual", "create_repository", "open_repository", "open_store"]
 __all__ += ["authorizations", "url_prefixes", "virtual_chunk_container"]

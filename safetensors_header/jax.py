@@ -24,13 +24,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ._extras import missing
+from ._extras import optional_imports
 
-try:
+with optional_imports("jax", "safetensors_header.jax"):
     import jax
     import jax.numpy as jnp
-except ModuleNotFoundError as error:
-    raise missing(error, "jax", "safetensors_header.jax") from None
 
 import numpy as np  # (JAX's own dependency)
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ._extras import install_hint, missing
+from ._extras import install_hint, optional_imports
 
-try:
+with optional_imports("numpy", "safetensors_header.numpy"):
     import numpy as np
-except ModuleNotFoundError as error:
-    raise missing(error, "numpy", "safetensors_header.numpy") from None
 
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.header import Header, TensorInfo

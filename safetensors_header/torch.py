@@ -23,12 +23,10 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ._extras import missing
+from ._extras import optional_imports
 
-try:
+with optional_imports("torch", "safetensors_header.torch"):
     import torch
-except ModuleNotFoundError as error:
-    raise missing(error, "torch", "safetensors_header.torch") from None
 
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE
 from ._core.geometry import selected

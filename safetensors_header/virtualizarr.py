@@ -31,16 +31,14 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._extras import missing
+from ._extras import optional_imports
 
-try:
+with optional_imports("virtualizarr", "safetensors_header.virtualizarr"):
     import numpy as np
     from obspec_utils.registry import ObjectStoreRegistry
     from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
     from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
     from zarr.core.metadata.v3 import ArrayV3Metadata
-except ModuleNotFoundError as error:
-    raise missing(error, "virtualizarr", "safetensors_header.virtualizarr") from None
 
 from ._checkpoint import Checkpoint, is_checkpoint, read_checkpoint
 from ._core.fileformat import DTYPES, MAX_HEADER_SIZE

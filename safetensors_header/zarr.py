@@ -72,7 +72,7 @@ from itertools import product
 
 from ._checkpoint import Checkpoint
 from ._core.fileformat import DTYPE_BITS, DTYPES
-from ._extras import missing
+from ._extras import optional_imports
 from ._zarr_layout import ZARR_TYPES, ZARR_V2_TYPES, check_chunk_shape, chunk_grid, chunk_ranges
 
 __all__ = ["array_metadata", "array_shape", "chunk_ranges", "chunk_shape", "node_name"]
@@ -534,19 +534,15 @@ def _decoded(key: str) -> str:
 
 def _real_dtype(values: Any, dtype: object) -> Any:
     """The values as numpy holds the safetensors dtype: ml_dtypes types for BF16 and F8."""
-    try:
+    with optional_imports("numpy", "safetensors_header.zarr.read_tensors"):
         import numpy as np
-    except ModuleNotFoundError as error:
-        raise missing(error, "numpy", "safetensors_header.zarr.read_tensors") from None
 
     values = np.asarray(values)
     kind = DTYPES.get(dtype) if isinstance(dtype, str) else None
     if kind is None or kind.ml_dtypes is None:
         return values
-    try:
+    with optional_imports("ml-dtypes", f"reading a {dtype} tensor"):
         import ml_dtypes
-    except ModuleNotFoundError as error:
-        raise missing(error, "ml-dtypes", f"reading a {dtype} tensor") from None
     return values.view(getattr(ml_dtypes, kind.ml_dtypes))
 
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import os
 
-from .._extras import missing
+from .._extras import optional_imports
 
-try:
+with optional_imports("jax", "safetensors.flax"):
     import jax
-except ModuleNotFoundError as error:
-    raise missing(error, "jax", "safetensors.flax") from None
 
 from .. import jax as adapter
 from ._errors import reference_errors

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 
-from .._extras import missing
+from .._extras import optional_imports
 
-try:
+with optional_imports("numpy", "safetensors.numpy"):
     import numpy as np
-except ModuleNotFoundError as error:
-    raise missing(error, "numpy", "safetensors.numpy") from None
 
 from .. import numpy as adapter
 from ._errors import SafetensorError, reference_errors

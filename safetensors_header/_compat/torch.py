@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from .._extras import missing
+from .._extras import optional_imports
 
-try:
+with optional_imports("torch", "safetensors.torch"):
     import torch
-except ModuleNotFoundError as error:
-    raise missing(error, "torch", "safetensors.torch") from None
 
 from .. import torch as adapter
 from .._errors import HeaderError
