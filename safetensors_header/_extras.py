@@ -17,7 +17,6 @@ __all__ = ["EXTRAS", "install_hint", "missing", "optional_imports"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Final
 
 #: Each extra of pyproject.toml -> the oldest Python it installs its libraries on (the
@@ -67,11 +66,7 @@ class optional_imports:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *raised: object) -> None:  # (type, error, traceback), or Nones
+        error = raised[1]
         if isinstance(error, ModuleNotFoundError):
             raise missing(error, self.extra, self.needed_by) from None

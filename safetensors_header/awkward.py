@@ -315,9 +315,9 @@ def to_safetensors(
     packed = ak.to_packed(layout, highlevel=False)
     form, length, buffers = ak.to_buffers(
         packed,
-        container=container,
-        buffer_key=buffer_key,
-        form_key=form_key,
+        container,
+        buffer_key,
+        form_key,
         id_start=id_start,
         backend=backend,
         byteorder=byteorder,

@@ -491,11 +491,9 @@ def save_file(
     *,
     metadata: Mapping[str, str] | None = None,
 ) -> Header:
-    """Write these tensors to a safetensors file at `path`, as `save` lays them out, through
-    `write_file` (replaced whole, never left half-written); returns its `Header`.
-
-    ``save_file(load(path), other)`` writes the bytes of ``path`` again for any file this
-    module loads (its metadata of at most one key).
+    """`save`'s bytes, written to `path` by `write_file` (the file replaced whole, never left
+    half-written); returns the new file's `Header`. A file this module loads is written
+    again byte for byte (with metadata of at most one key).
     """
     specs, _kept = _specs(tensors)
     return write_file(path, specs, metadata=metadata)

@@ -90,9 +90,9 @@ def _shown_digest(digest: str | None, *, short: bool) -> str:
 def hashes_of(
     read: Read,
     algorithm: str,
+    progress: Callable[[int, int], object] | None = None,
     *,
     files: bool = False,
-    progress: Callable[[int, int], object] | None = None,
 ) -> TensorHashes:
     """The digests of a source's tensors (and with `files`, of its files); `Failure` says
     why there are none."""

@@ -370,22 +370,10 @@ class _HeaderBuilder:
 make_header: Callable[..., Header] = _HeaderBuilder  # type: ignore[assignment]
 
 
-def _rebuild_header(  # noqa: PLR0917 - the fields, in order
-    tensors: TensorTable,
-    metadata: dict[str, str] | None,
-    header_size: int,
-    data_size: int,
-    file_size: int | None,
-    identity: object = None,
-) -> Header:
-    return Header(
-        tensors,
-        None if metadata is None else MappingProxyType(metadata),
-        header_size,
-        data_size,
-        file_size,
-        identity,
-    )
+def _rebuild_header(tensors: TensorTable, metadata: dict[str, str] | None, *fields: Any) -> Header:
+    # `fields`: the others, in order (header_size, data_size, file_size, and identity, which
+    # pickles of an older version have not).
+    return Header(tensors, None if metadata is None else MappingProxyType(metadata), *fields)
 
 
 def _shown_name(name: str) -> str:

@@ -113,7 +113,7 @@ def _path_identity(
 ) -> FileIdentity:
     """The identity of the file at `path`, as `status` (its ``fstat``) says: its place the
     absolute path (a relative one is the working directory's now, not when it is compared)."""
-    return make_identity(absolute(path), status.st_size, stat_validators(status))
+    return make_identity(absolute(path), status.st_size, stat_validators(status), None)
 
 
 def header_at(descriptor: int, size: int, limit: int) -> Header | None:
@@ -267,7 +267,7 @@ class PathFile(RangeFile):
             self._identify(status.st_size, stat_validators(status))
         finally:
             os.close(descriptor)
-        set_identity(header, make_identity(self._place, self.size, self.validators or ()))
+        set_identity(header, make_identity(self._place, self.size, self.validators or (), None))
         return header
 
     def _map(
