@@ -37,18 +37,17 @@ if TYPE_CHECKING:
 # model's description (.model), the audit (.audit), and the adapters (.numpy, .torch, .jax,
 # .zarr, .virtualizarr, .icechunk, .awkward).
 _LAZY = {
-    "Checkpoint": "_checkpoint",
-    "read_checkpoint": "_checkpoint",
-    "SafetensorsFile": "_fetch",
-    "open_file": "_fetch",
-    "read_ranges": "_fetch",
-    "read_tensor": "_fetch",
-    "hub_url": "_sources.hub",
-    "Transport": "_sources.transport",
-    "encode_header": "_encode",
-    "update_metadata": "_writer",
-    "write_file": "_writer",
-    "install_as_safetensors": "_compat._install",
+    name: module
+    for module, names in (
+        ("_checkpoint", ("Checkpoint", "read_checkpoint")),
+        ("_fetch", ("SafetensorsFile", "open_file", "read_ranges", "read_tensor")),
+        ("_sources.hub", ("hub_url",)),
+        ("_sources.transport", ("Transport",)),
+        ("_encode", ("encode_header",)),
+        ("_writer", ("update_metadata", "write_file")),
+        ("_compat._install", ("install_as_safetensors",)),
+    )
+    for name in names
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 
+from .._encode import TYPE_NAMES
 from .._fetch import open_file
 from .._writer import file_bytes, write_file
 from ._errors import SafetensorError, reference_errors
@@ -20,30 +21,16 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-# The names a TensorSpec takes (torch's and numpy's) -> the safetensors dtype: the
-# reference's list.
+# The names a TensorSpec takes (torch's and numpy's, `TYPE_NAMES`) -> the safetensors dtype,
+# in the order of the reference's list (its message names them so).
+# fmt: off
 _DTYPES = {
-    "bool": "BOOL",
-    "int8": "I8",
-    "uint8": "U8",
-    "int16": "I16",
-    "uint16": "U16",
-    "int32": "I32",
-    "uint32": "U32",
-    "int64": "I64",
-    "uint64": "U64",
-    "float16": "F16",
-    "float32": "F32",
-    "float64": "F64",
-    "bfloat16": "BF16",
-    "float8_e4m3fn": "F8_E4M3",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ",
-    "float8_e5m2": "F8_E5M2",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ",
-    "float8_e8m0fnu": "F8_E8M0",
-    "float4_e2m1fn_x2": "F4",
-    "complex64": "C64",
+    TYPE_NAMES[dtype]: dtype
+    for dtype in ("BOOL", "I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "F32",
+                  "F64", "BF16", "F8_E4M3", "F8_E4M3FNUZ", "F8_E5M2", "F8_E5M2FNUZ", "F8_E8M0",
+                  "F4", "C64")
 }
+# fmt: on
 
 
 class TensorSpec:
