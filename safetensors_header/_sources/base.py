@@ -98,8 +98,7 @@ class RangeFile:
     remote: bool = False
 
     def __init__(self, options: Options, shown: str) -> None:
-        self.options = options
-        self.shown = shown
+        self.options, self.shown = options, shown
         self.size: int | None = None
         # The identity pinned by the first reply or stat (`_identify`): None until then, and
         # the validators None while no reply has said them (a 416 says only the size).

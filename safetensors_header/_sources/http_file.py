@@ -97,6 +97,15 @@ class HttpFile(RangeFile):
     default_gap = REMOTE_GAP
     remote = True
 
+    final: str | None
+    ranged: bool | None
+    # When `final` is to be asked for again (seconds since the epoch): its signature's
+    # expiry, less a margin; None when it does not expire (or says nothing of it).
+    renew_at: float | None
+    # A 200's body that a header read goes on reading (a server that ignores Range is asked
+    # once): open between the reads of one header, closed by release().
+    _held: Held | None
+
     def __init__(self, url: str, options: Options) -> None:
         plain, userinfo = credentials(url)
         if userinfo is not None and not any(
@@ -107,25 +116,17 @@ class HttpFile(RangeFile):
                 headers={**(options.headers or {}), "Authorization": f"Basic {basic}"}
             )
         super().__init__(options, redact(plain))
-        self.url = plain
-        self.given = url
-        self.final: str | None = None
-        # When `final` is to be asked for again (seconds since the epoch): its signature's
-        # expiry, less a margin; None when it does not expire (or says nothing of it).
-        self.renew_at: float | None = None
-        self.ranged: bool | None = None
-        # A 200's body that a header read goes on reading (a server that ignores Range is
-        # asked once): open between the reads of one header, closed by release().
-        self._held: Held | None = None
-
-    @property
-    def location(self) -> str:
-        return self.given
+        self.url, self.given = plain, url
+        self.final = self.renew_at = self.ranged = self._held = None
 
     @property
     def _place(self) -> str:
         """The URL given, as `urls.url_place` makes it a place (a query as a digest)."""
         return url_place(self.url)
+
+    @property
+    def location(self) -> str:
+        return self.given
 
     def _same_place(self, location: str) -> bool:
         """The same URL, compared in its normal form (RFC 3986: ``/./m`` and ``/%6d`` are
