@@ -59,7 +59,8 @@ from .columns import (
 )
 from .fileformat import METADATA_KEY, TENSOR_FIELDS, U64_MAX
 
-__all__ = ["canonical_columns", "canonical_shapes", "chained_ends", "metadata_member"]
+__all__ = ["canonical_columns", "canonical_shapes"]
+__all__ += ["chained_ends", "metadata_member"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:

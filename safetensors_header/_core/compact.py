@@ -50,7 +50,10 @@ from .columns import (
 )
 from .fileformat import METADATA_KEY
 
-__all__ = ["SMALLEST", "compact_columns"]
+__all__ = [
+    "SMALLEST",
+    "compact_columns",
+]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
