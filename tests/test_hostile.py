@@ -166,6 +166,37 @@ def test_deep_nesting_with_a_raised_recursion_limit_is_not_a_crash() -> None:
     assert (result.returncode, result.stdout.strip()) == (0, BAD), result.stderr[-500:]
 
 
+# Deeper than the nesting limit, and a string never closed holding escaped quotes: as an
+# expression, so that a child process builds them (too long for its command line).
+UNCLOSED = """[
+    '"' + '\\\\"' * 200_000 + "[" * 128,
+    '{"a":"' + '\\\\"' * 200_000 + "[" * 200,
+    '{"a":' + "[" * 200 + '"x\\\\"' * 100_000,
+]"""
+
+
+def test_unclosed_strings_full_of_escaped_quotes_are_judged_in_linear_time() -> None:
+    # Each escaped quote of a string never closed once started a scan to the end of the
+    # text (quadratic: 40 KB took 4.8 s, 400 KB minutes); in a child, so that a hang fails.
+    code = (
+        "import struct\n"
+        "from safetensors_header import HeaderError, parse_header\n"
+        f"for t in {UNCLOSED}:\n"
+        "    try:\n"
+        "        parse_header(struct.pack('<Q', len(t)) + t.encode())\n"
+        "    except HeaderError as error:\n"
+        "        print(error.kind)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (result.returncode, result.stdout.split()) == (0, [BAD] * 3), result.stderr[-500:]
+    bodies = eval(UNCLOSED)
+    assert all('\\"' in body for body in bodies)
+    if HAVE_REFERENCE:
+        assert {reference_kind(build(body, 1)) for body in bodies} == {BAD}
+
+
 def test_a_100_mb_header_of_spaces_is_accepted() -> None:
     data = build(b"{}" + b" " * (10**8 - 2))
     header = read_header(data)

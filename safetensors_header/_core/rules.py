@@ -347,7 +347,9 @@ def _surrogate() -> re.Pattern[str]:
 
 @cache
 def _string() -> re.Pattern[str]:
-    return re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+    # The closing quote optional: a string never closed runs to the end of the text in one
+    # match (required, each of its escaped quotes would start a scan to the end: quadratic).
+    return re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?')
 
 
 _NOT_BRACKETS: Final = bytes(set(range(256)) - set(b"[]{}"))  # UTF-8 keeps brackets one byte
