@@ -195,3 +195,23 @@ def test_the_cores_read_header_of_a_path(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(_core.HeaderError) as caught:
         _core.read_header(cut)
     assert caught.value.kind == "InvalidHeaderLength"
+
+
+def test_the_documented_commands_copy_and_update_the_folder(tmp_path: Path) -> None:
+    # docs/embedding.md's shell blocks, run as written from a folder holding the package:
+    # the copy, then the update over it (a copy onto the old folder would nest the new one).
+    import re
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash here")
+    page = (Path(__file__).parents[1] / "docs" / "embedding.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", page, flags=re.DOTALL)
+    assert len(blocks) == 2  # copy, update
+    shutil.copytree(CORE, tmp_path / "safetensors_header" / "_core")
+    (tmp_path / "safetensors_header" / "_core" / "__pycache__").mkdir(exist_ok=True)
+    stcore = tmp_path / "your_reader" / "_vendor" / "stcore"
+    for script in blocks:
+        for line in script.splitlines():  # the indented block of a list item too
+            subprocess.run(["bash", "-c", line.strip()], cwd=tmp_path, check=True)
+        copied = sorted(path.relative_to(stcore) for path in stcore.rglob("*"))
+        assert copied == sorted(Path(path.name) for path in CORE.glob("*.py"))

@@ -5,8 +5,9 @@ Layer: core.
 A record is a class with ``__slots__`` (its fields, in order, annotated) and an ``__init__``
 that stores them with `set_fields`; `frozen_record` makes it what
 ``@dataclass(frozen=True, slots=True)`` would, without importing `dataclasses` (with
-`inspect`, a tenth of the package's import time). `dataclasses.fields`, `replace` and
-`asdict` work all the same: the metadata is made by `dataclasses` when first asked for.
+`inspect`, a tenth of the package's import time). `dataclasses.fields` and `replace` work
+all the same (the metadata is made by `dataclasses` when first asked for); `asdict` too, but
+of a record holding a mapping proxy (a `Header`'s metadata), which it cannot copy.
 """
 
 from __future__ import annotations
