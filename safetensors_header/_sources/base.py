@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Final, TypeAlias
 
     from .._core.header import Header
+    from .identity import FileIdentity
     from .options import Clock, Options
     from .planning import Read
 
@@ -472,15 +473,30 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
         return quick
     try:
         try:
-            data, size = _header_bytes(file, max_header_size, clock)
+            data, size, end = _header_bytes(file, max_header_size, clock)
         except Restart:  # replaced meanwhile: the new file's header, from its start
-            data, size = _header_bytes(file, max_header_size, clock)
+            data, size, end = _header_bytes(file, max_header_size, clock)
     finally:
         file._release()
+    # Everything the source says is said before the parse, which ends the read: the identity
+    # (the header's bytes end at `end`, 8 + N, wherever the parse accepts them), and whether
+    # nothing but those bytes would tell another file from this one.
+    validators = file.validators or ()
+    identity = _identity(data, end, file._place, file.size, validators)
+    check_again = not decisive(validators) and file._can_seek()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
-    if not decisive(file.validators or ()) and file._can_seek():
-        file.recheck = header  # nothing else would tell another file from this one
-    return read_from(header, data, file._place, file.size, file.validators or ())
+    set_identity(header, identity)
+    if check_again:
+        file.recheck = header
+    return header
+
+
+def _identity(
+    data: bytes, end: int, location: str, size: int | None, validators: Validators
+) -> FileIdentity:
+    import zlib
+
+    return make_identity(location, size, validators, zlib.crc32(memoryview(data)[:end]))
 
 
 def read_from(
@@ -538,8 +554,11 @@ def held_after_pickling(file: RangeFile, header: Header) -> None:
         file.recheck = header
 
 
-def _header_bytes(file: RangeFile, max_header_size: int, clock: Clock) -> tuple[bytes, int | None]:
-    """The bytes `header_of` parses, and the file's size to judge them by."""
+def _header_bytes(
+    file: RangeFile, max_header_size: int, clock: Clock
+) -> tuple[bytes, int | None, int]:
+    """The bytes `header_of` parses, the file's size to judge them by, and where its header
+    ends (`bytes_needed`'s last answer: 8 + N for the bytes of a header the parse accepts)."""
     asked = file._first_read_size()
     data = file._first(asked, clock)
     size = file.size
@@ -551,7 +570,7 @@ def _header_bytes(file: RangeFile, max_header_size: int, clock: Clock) -> tuple[
         need = bytes_needed(data, file_size=size, max_header_size=max_header_size)
     if need > len(data) and size is not None and size > len(data):
         size = None  # cut short with a size that says otherwise: judge what was read
-    return data, size
+    return data, size, need
 
 
 def changed(shown: str, what: str) -> HeaderError:
