@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
-from ._core.records import frozen_record, set_fields
 from ._errors import HeaderError
+from ._records import record
 from ._sources.hub import linked_sha256
 from ._sources.identity import identity_of
 from ._sources.options import Options
@@ -43,7 +43,7 @@ _KIND_PREFIX["kernels"] = "kernels/"
 _LOOKUPS: Final = 8  # the Hub's published digests asked for at once
 
 
-@frozen_record(module="safetensors_header.integrity")
+@record(module="safetensors_header.integrity")
 class FileCheck:
     """One file compared with the Hugging Face Hub's (`verify_files`).
 
@@ -64,9 +64,6 @@ class FileCheck:
     source: str
     sha256: str
     published: str | None
-
-    def __init__(self, name: str, source: str, sha256: str, published: str | None) -> None:
-        set_fields(self, FileCheck, (name, source, sha256, published))
 
     @property
     def matches(self) -> bool:

@@ -42,6 +42,7 @@ MEMBERS = [
     [
         "_core",
         "_errors",
+        "_records",
         "_totals",
         "_audit",
         "_encode",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .._core.records import frozen_record, set_fields
+from .._records import record
 
 __all__ = ["Adapter", "DtypeParameters", "Evidence", "Inference", "ModelInfo", "Quantization"]
 __all__ += ["Said"]
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     Tensor: TypeAlias = tuple[str, str, tuple[int, ...], int, int]
 
 
-@frozen_record(module="safetensors_header.model")
+@record(module="safetensors_header.model")
 class Evidence:
     """What a guess of `describe_model` rests on.
 
@@ -42,14 +43,11 @@ class Evidence:
     basis: str
     detail: str
 
-    def __init__(self, claim: str, basis: str, detail: str) -> None:
-        set_fields(self, Evidence, (claim, basis, detail))
-
     def __repr__(self) -> str:
         return f"<Evidence {self.claim} ({self.basis}): {self.detail}>"
 
 
-@frozen_record(module="safetensors_header.model")
+@record(module="safetensors_header.model")
 class Quantization:
     """One quantization scheme of a model's weights.
 
@@ -77,24 +75,9 @@ class Quantization:
     constants: int
     nbytes: int
 
-    def __init__(  # noqa: PLR0917 - the fields, in order
-        self,
-        scheme: str,
-        bits: int,
-        group_size: int | None,
-        tensors: int,
-        parameters: int,
-        constants: int,
-        nbytes: int,
-    ) -> None:
-        fields = (scheme, bits, group_size, tensors, parameters, constants, nbytes)
-        set_fields(self, Quantization, fields)
-
     def __repr__(self) -> str:
-        return (
-            f"<Quantization {self.scheme} {self.bits}-bit, {self.tensors:,} tensors, "
-            f"parameters={self.parameters:,}, constants={self.constants:,}>"
-        )
+        counts = f"parameters={self.parameters:,}, constants={self.constants:,}"
+        return f"<Quantization {self.scheme} {self.bits}-bit, {self.tensors:,} tensors, {counts}>"
 
 
 @frozen_record(module="safetensors_header.model")
@@ -132,13 +115,13 @@ class DtypeParameters:
         set_fields(self, DtypeParameters, fields)
 
     def __repr__(self) -> str:
-        return (
-            f"<DtypeParameters {self.tensors:,} tensors, parameters={self.parameters:,}, "
-            f"constants={self.constants:,}, buffers={self.buffers:,}, nbytes={self.nbytes:,}>"
+        counts = ", ".join(
+            f"{name}={getattr(self, name):,}" for name in ("parameters", "constants", "buffers")
         )
+        return f"<DtypeParameters {self.tensors:,} tensors, {counts}, nbytes={self.nbytes:,}>"
 
 
-@frozen_record(module="safetensors_header.model")
+@record(module="safetensors_header.model")
 class Adapter:
     """A LoRA (or DoRA) adapter's shape.
 
@@ -156,13 +139,8 @@ class Adapter:
     targets: tuple[str, ...]
     pairs: int
 
-    def __init__(
-        self, method: str, ranks: tuple[int, ...], targets: tuple[str, ...], pairs: int
-    ) -> None:
-        set_fields(self, Adapter, (method, ranks, targets, pairs))
 
-
-@frozen_record(module="safetensors_header.model")
+@record(module="safetensors_header.model")
 class Inference:
     """The memory to run a model for `context` tokens and `batch` sequences, as hf-mem
     estimates it: the weights as stored, and the KV cache.
@@ -217,37 +195,6 @@ class Inference:
     kv_cache: int
     weights: int
     total: int
-
-    def __init__(  # noqa: PLR0917 - the fields, in order
-        self,
-        context: int,
-        batch: int,
-        layers: int,
-        sliding_layers: int,
-        sliding_window: int | None,
-        kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-        kv_dtype_from: str,
-        kv_cache: int,
-        weights: int,
-        total: int,
-    ) -> None:
-        fields = (
-            context,
-            batch,
-            layers,
-            sliding_layers,
-            sliding_window,
-            kv_heads,
-            head_dim,
-            kv_dtype,
-            kv_dtype_from,
-            kv_cache,
-            weights,
-            total,
-        )
-        set_fields(self, Inference, fields)
 
     def __repr__(self) -> str:
         return (
