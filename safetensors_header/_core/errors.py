@@ -72,16 +72,9 @@ class HeaderError(ValueError):
     hint: str | None
     message: str
 
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        *,
-        tensor: str | None = None,
-        offset: int | None = None,
-        needed: int | None = None,
-        hint: str | None = None,
-    ) -> None:
+    def __init__(self, kind: str, message: str, *, tensor: str | None = None,
+                 offset: int | None = None, needed: int | None = None,
+                 hint: str | None = None) -> None:  # fmt: skip
         super().__init__(message if hint is None else f"{message}. Hint: {hint}")
         self.kind, self.message, self.hint = kind, message, hint
         # Where the fault is, and (for a prefix that ends too early) how many bytes would do.
