@@ -89,6 +89,37 @@ def test_a_record_names_only_its_fields() -> None:
     assert record(1, 2).__replace__(x=4) == record(4, 0)  # type: ignore[attr-defined]
 
 
+def test_a_record_written_for_its_fields() -> None:
+    from safetensors_header._records import record
+
+    @record(module="somewhere")
+    class Pair:
+        __slots__ = ("left", "right")
+        left: int
+        right: str
+
+    pair = Pair(1, right="a")
+    assert (pair.left, pair.right, pair) == (1, "a", Pair(left=1, right="a"))
+    assert dataclasses.replace(pair, right="b") == Pair(1, "b")
+    assert [field.name for field in dataclasses.fields(Pair)] == ["left", "right"]
+    assert Pair.__init__.__qualname__ == f"{Pair.__qualname__}.__init__"
+    assert Pair.__init__.__annotations__ == {"left": "int", "right": "str", "return": "None"}
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'right'"):
+        Pair(1)  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pair.left = 2  # type: ignore[misc]
+
+    class Written:
+        __slots__ = ("value",)
+        value: int
+
+        def __init__(self, value: int) -> None:
+            set_fields(self, Written, (value,))
+
+    with pytest.raises(TypeError, match="Written has an __init__: use frozen_record"):
+        record()(Written)
+
+
 def test_a_checkpoints_default_shards_are_empty() -> None:
     field = dataclasses.fields(safetensors_header.Checkpoint)[-1]
     assert field.name == "shards"
