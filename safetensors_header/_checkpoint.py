@@ -247,7 +247,7 @@ def _opened_checkpoint(
     options = Options.given(function, transport)
     clock = options.clock()  # one deadline for the index and every shard
     source_file = open_source(source, options.replace(timeout=None))
-    missing = source_file.none_found()  # what to say if no file of its candidates exists
+    missing = source_file.none_found  # what to say if no file of its candidates exists
     try:
         candidates = source_file.candidates(follow_links=follow_links)
     except TypeError:  # a source without a name (bytes, a file object): no checkpoint
@@ -266,7 +266,7 @@ def _opened_checkpoint(
             if len(candidates) == 1 or error.status != 404 or error.code == "RepoNotFound":
                 raise
             if number == len(candidates) - 1:
-                raise missing from None
+                raise missing() from None
     metadata, weight_map, names = _index_of(raw, file.shown, max_index_size)
     shard_files = [file.sibling(name) for name in names]
     remote = any(shard.remote for shard in shard_files)
