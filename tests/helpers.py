@@ -60,13 +60,18 @@ REFERENCE_WRITER_DTYPES = {
 
 
 def run_child(
-    code: str, *, timeout: float = 30, env: dict[str, str] | None = None
+    code: str,
+    *,
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run `code` (dedented) in a fresh interpreter that imports this checkout: a hang is its
-    timeout, a crash its exit status. `env` replaces this process's environment."""
+    timeout, a crash its exit status. `env` replaces this process's environment; `flags` are
+    the interpreter's (``("-S",)``: no site-packages' start-up)."""
     root = str(Path(__file__).resolve().parent.parent)
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, *flags, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -7,12 +7,10 @@ and the resources that can be counted exactly (bytes read, bytes allocated) are 
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import tracemalloc
 
 import pytest
-from helpers import HAVE_REFERENCE, build, reference_kind
+from helpers import HAVE_REFERENCE, build, reference_kind, run_child
 
 from safetensors_header import HeaderError, read_header
 
@@ -160,9 +158,7 @@ def test_deep_nesting_with_a_raised_recursion_limit_is_not_a_crash() -> None:
         "except HeaderError as error:\n"
         "    print(error.kind)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
+    result = run_child(code, timeout=120)
     assert (result.returncode, result.stdout.strip()) == (0, BAD), result.stderr[-500:]
 
 
@@ -187,9 +183,7 @@ def test_unclosed_strings_full_of_escaped_quotes_are_judged_in_linear_time() -> 
         "    except HeaderError as error:\n"
         "        print(error.kind)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
+    result = run_child(code, timeout=120)
     assert (result.returncode, result.stdout.split()) == (0, [BAD] * 3), result.stderr[-500:]
     bodies = eval(UNCLOSED)
     assert all('\\"' in body for body in bodies)

@@ -13,13 +13,11 @@ here, and say the same in its docstring (``Layer: ...``).
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_child
 
 import safetensors_header
 
@@ -236,14 +234,7 @@ def test_the_embedding_page_lists_only_what_the_records_have() -> None:
 def _printed_without_site(code: str) -> str:
     """What `code` prints in a fresh interpreter without site-packages' start-up (``-S``),
     importing this checkout."""
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
-    )
+    done = run_child(code, timeout=60, flags=("-S",))
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bounded
+from helpers import bounded, run_child
 from hypothesis import example, given
 from hypothesis import strategies as st
 from loopback import Site
@@ -451,14 +449,7 @@ def test_timeout_bounds_the_whole_call(case: str) -> None:
         "    print(round(time.monotonic() - started, 2), error)\n"
     )
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=20,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-        )
+        done = run_child(code, timeout=20)
     finally:
         close()
     assert done.returncode == 0, done.stderr
@@ -662,14 +653,7 @@ def test_local_reads_import_no_store_or_http_module(tmp_path: Path) -> None:
         "          if m in sys.modules]\n"
         "print(loaded)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-    )
+    done = run_child(code, timeout=60, flags=("-S",))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
