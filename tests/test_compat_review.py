@@ -69,27 +69,28 @@ TORCH_KEYS = [
 ]
 
 
+def _sliced(path: Path, name: str, key: object) -> tuple[tuple[str, Any], tuple[str, Any]]:
+    """`_outcome` of ``get_slice(name)[key]`` here and in the reference (``"pt"``)."""
+    with reference.safe_open(str(path), "pt") as theirs, safe_open(path, "pt") as ours:
+        return _outcome(lambda: ours.get_slice(name)[key]), _outcome(
+            lambda: theirs.get_slice(name)[key]
+        )
+
+
 @pytest.mark.parametrize("key", TORCH_KEYS)
 def test_pt_get_slice_indexes_as_torch_as_the_reference(path: Path, key: object) -> None:
-    with reference.safe_open(str(path), "pt") as theirs, safe_open(path, "pt") as ours:
-        expected = _outcome(lambda: theirs.get_slice("w")[key])
-        found = _outcome(lambda: ours.get_slice("w")[key])
+    found, expected = _sliced(path, "w", key)
     assert found == expected
 
 
 def test_pt_get_slice_of_a_tensor_index_as_the_reference(path: Path) -> None:
-    key = torch.tensor([0, 9])
-    with reference.safe_open(str(path), "pt") as theirs, safe_open(path, "pt") as ours:
-        assert _outcome(lambda: ours.get_slice("w")[key]) == _outcome(
-            lambda: theirs.get_slice("w")[key]
-        )
+    found, expected = _sliced(path, "w", torch.tensor([0, 9]))
+    assert found == expected
 
 
 @pytest.mark.parametrize("key", [(), Ellipsis, None, 0], ids=["empty", "ellipsis", "new", "int"])
 def test_pt_get_slice_of_a_scalar_as_the_reference(path: Path, key: object) -> None:
-    with reference.safe_open(str(path), "pt") as theirs, safe_open(path, "pt") as ours:
-        expected = _outcome(lambda: theirs.get_slice("s")[key])
-        found = _outcome(lambda: ours.get_slice("s")[key])
+    found, expected = _sliced(path, "s", key)
     assert found == expected
 
 
