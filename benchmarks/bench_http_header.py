@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -82,6 +83,35 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data[first : last + 1])
 
 
+def interleaved(
+    candidates: dict[str, Callable[[], object]], rounds: int, calls: int
+) -> dict[str, list[float]]:
+    """Seconds a call of each candidate, one value a round: each is called once first (its
+    imports, the first connection), then `rounds` rounds of `calls` calls of each in turn (a
+    drift of the machine hits all alike)."""
+    for work in candidates.values():
+        work()
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name, work in candidates.items():
+            started = time.perf_counter()
+            for _ in range(calls):
+                work()
+            times[name].append((time.perf_counter() - started) / calls)
+    return times
+
+
+def printed_medians(times: dict[str, list[float]], width: int) -> dict[str, float]:
+    """Each candidate's median and range, printed in ms; the medians."""
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for name, values in times.items():
+        print(
+            f"  {name:{width}} median {medians[name] * 1e3:7.3f} ms"
+            f"  (range {min(values) * 1e3:.3f}-{max(values) * 1e3:.3f})"
+        )
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -115,27 +145,14 @@ def main() -> None:
         parse_header(data, file_size=len(_Handler.data))
 
     candidates = {"read_header": ours, "urllib": plain, "parse": parse}
-    for work in candidates.values():  # warm: imports, the first connection
-        work()
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(args.rounds):
-        for name, work in candidates.items():  # interleaved: a drift hits all alike
-            started = time.perf_counter()
-            for _ in range(args.calls):
-                work()
-            times[name].append((time.perf_counter() - started) / args.calls)
+    times = interleaved(candidates, args.rounds, args.calls)
     server.shutdown()
 
     print(
         f"Python {platform.python_version()}, {args.tensors:,} tensors, "
         f"{len(_Handler.data):,}-byte file, {args.rounds} rounds of {args.calls} calls"
     )
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    for name, values in times.items():
-        print(
-            f"  {name:12} median {medians[name] * 1e3:7.3f} ms"
-            f"  (range {min(values) * 1e3:.3f}-{max(values) * 1e3:.3f})"
-        )
+    medians = printed_medians(times, 12)
     ratio = medians["read_header"] / medians["urllib"]
     print(f"  read_header / urllib: {ratio:.2f}x (target at most 1.5x)")
     beyond = (medians["read_header"] - medians["parse"]) / medians["urllib"]

@@ -30,7 +30,6 @@ import platform
 import shutil
 import socket
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_http_header import header_file
+from bench_http_header import header_file, interleaved, printed_medians
 
 REPO = "org/model"
 COMMIT = "0" * 40
@@ -172,26 +171,13 @@ def _run(args: argparse.Namespace, endpoint: str, cert: Path, size: int) -> None
         "get_safetensors_metadata": theirs,
         "parse_safetensors_file_metadata": theirs_one_get,
     }
-    for work in candidates.values():  # warm: imports, the first connection and handshake
-        work()
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(args.rounds):
-        for name, work in candidates.items():  # interleaved: a drift hits all alike
-            started = time.perf_counter()
-            for _ in range(args.calls):
-                work()
-            times[name].append((time.perf_counter() - started) / args.calls)
+    times = interleaved(candidates, args.rounds, args.calls)  # (the first call: a handshake)
     print(
         f"Python {platform.python_version()}, huggingface_hub {huggingface_hub.__version__}, "
         f"nginx over HTTPS, {args.tensors:,} tensors, {size:,}-byte file, "
         f"{args.rounds} rounds of {args.calls} calls, keep_alive={keep}"
     )
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    for name, values in times.items():
-        print(
-            f"  {name:32} median {medians[name] * 1e3:7.3f} ms"
-            f"  (range {min(values) * 1e3:.3f}-{max(values) * 1e3:.3f})"
-        )
+    medians = printed_medians(times, 32)
     for name in ("get_safetensors_metadata", "parse_safetensors_file_metadata"):
         print(f"  read_header / {name}: {medians['read_header'] / medians[name]:.2f}x")
 
