@@ -40,8 +40,9 @@ def as_reference_error(error: HeaderError, doing: str, /) -> HeaderError:
 
 @contextlib.contextmanager
 def reference_errors(doing: str, /) -> Iterator[None]:
-    """A `HeaderError` raised inside, raised as the reference raises it (`as_reference_error`)."""
+    """A `HeaderError` raised inside, raised as the reference raises it (`as_reference_error`),
+    the error as its ``__cause__``."""
     try:
         yield
     except HeaderError as error:
-        raise as_reference_error(error, doing) from None
+        raise as_reference_error(error, doing) from error

@@ -13,18 +13,16 @@ before any tensor is made, and the reference's error type are here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
-from .._errors import HeaderError
 from ..numpy import load as load_arrays
 from ..numpy import safetensors_dtype
 from ..numpy import save as save_arrays
 from ..numpy import save_file as save_array_file
-from ._errors import SafetensorError
+from ._errors import SafetensorError, reference_errors
 
-__all__ = ["BACKENDS", "NUMBERS", "Framework", "load", "reference_errors", "save", "save_file"]
+__all__ = ["BACKENDS", "NUMBERS", "Framework", "load", "save", "save_file"]
 
 TYPE_CHECKING = False  # typing is not imported at run time (import cost)
 if TYPE_CHECKING:
@@ -51,17 +49,6 @@ NUMBERS: Final = frozenset(
 BACKENDS: Final = {"mmap": None, "pread": False}
 
 
-@contextmanager
-def reference_errors() -> Iterator[None]:
-    """A file the reader refuses raises the reference's `SafetensorError` (the project's
-    `HeaderError`, with its ``kind``, as its ``__cause__``), as code written for the
-    ``safetensors`` package catches it."""
-    try:
-        yield
-    except HeaderError as error:
-        raise SafetensorError(str(error)) from error
-
-
 def _arrays(tensors: object, to_array: ToArray) -> dict[str, NDArray[Any]]:
     """Each tensor as a numpy array, in the mapping's order (the mapping is left as it was:
     the reference's TensorFlow module puts the arrays in it)."""
@@ -75,7 +62,7 @@ def save(
     tensors: Mapping[str, Any], metadata: Mapping[str, str] | None, to_array: ToArray
 ) -> bytes:
     """The bytes of a safetensors file of these tensors, as the reference writes them."""
-    with reference_errors():
+    with reference_errors("serializing"):
         return save_arrays(_arrays(tensors, to_array), metadata=metadata)
 
 
@@ -86,7 +73,7 @@ def save_file(
     to_array: ToArray,
 ) -> None:
     """Write these tensors to `filename` (replaced whole, never left half-written)."""
-    with reference_errors():
+    with reference_errors("serializing"):
         save_array_file(_arrays(tensors, to_array), filename, metadata=metadata)
 
 
@@ -111,7 +98,7 @@ def load(
         raise TypeError(f"backend must be a str, not {type(backend).__name__}")
     if backend not in BACKENDS:
         raise SafetensorError(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")')
-    with reference_errors():
+    with reference_errors("deserializing"):
         arrays = load_arrays(source, mmap=BACKENDS[backend])
     for name, array in arrays.items():
         dtype = safetensors_dtype(array)
@@ -178,7 +165,7 @@ class Framework(Generic[Tensor]):
         reads), as the framework's tensors, in the file's order.
 
         Raises:
-            SafetensorError: The file is not valid (its `HeaderError` as ``__cause__``).
+            SafetensorError: The file is not valid (a `HeaderError` too, of its kind).
             TypeError: A dtype the framework has not.
         """
         return load(data, self.to_tensor, self.holds, self.name)

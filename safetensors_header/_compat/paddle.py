@@ -70,7 +70,7 @@ def load(data: Source, device: str = "cpu") -> dict[str, paddle.Tensor]:
     order.
 
     Raises:
-        SafetensorError: The file is not valid (its `HeaderError` as ``__cause__``).
+        SafetensorError: The file is not valid (a `HeaderError` too, of its kind).
         TypeError: A dtype the reference does not read (``U16``, ``F8_E8M0``...).
     """
     return _over_numpy.load(data, _tensor_on(device), HOLDS, _PADDLE.name)
