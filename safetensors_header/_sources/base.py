@@ -482,7 +482,7 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     # (the header's bytes end at `end`, 8 + N, wherever the parse accepts them), and whether
     # nothing but those bytes would tell another file from this one.
     validators = file.validators or ()
-    identity = _identity(data, end, file._place, file.size, validators)
+    identity = identity_of_bytes(data, end, file._place, file.size, validators)
     check_again = not decisive(validators) and file._can_seek()
     header = parse_header(data, file_size=size, max_header_size=max_header_size)
     set_identity(header, identity)
@@ -491,9 +491,11 @@ def header_of(file: RangeFile, max_header_size: int, clock: Clock) -> Header:
     return header
 
 
-def _identity(
-    data: bytes, end: int, location: str, size: int | None, validators: Validators
+def identity_of_bytes(
+    data: bytes | memoryview, end: int, location: str, size: int | None, validators: Validators
 ) -> FileIdentity:
+    """The identity of the file whose first bytes are `data`, its header ending at `end`
+    (``8 + N``): its header's bytes' CRC-32 included (`RangeFile.confirm`)."""
     import zlib
 
     return make_identity(location, size, validators, zlib.crc32(memoryview(data)[:end]))
@@ -507,11 +509,8 @@ def read_from(
     validators: Validators,
 ) -> Header:
     """`header`, just parsed from `data` (its file's first bytes), with the identity of the
-    file it was read from, its header's bytes' CRC-32 included (`RangeFile.confirm`)."""
-    import zlib
-
-    digest = zlib.crc32(memoryview(data)[: header.data_start])
-    set_identity(header, make_identity(location, size, validators, digest))
+    file it was read from (`identity_of_bytes`)."""
+    set_identity(header, identity_of_bytes(data, header.data_start, location, size, validators))
     return header
 
 
